@@ -1,0 +1,1 @@
+"""Baseline unlearning methods, each an ordinary r2f-bench plugin."""

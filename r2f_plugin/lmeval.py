@@ -1,0 +1,89 @@
+"""lm-eval glue: the dataset loader and scorer the task YAMLs call, and the
+in-process evaluation of a model on probe sets.
+
+A probe set reaches lm-eval in one of two ways, both through the YAML's
+``custom_dataset`` hook (:func:`load_probe_dataset`):
+
+* in a run, the runner writes the probes of one target to a JSONL file and passes
+  its path as ``probes_file`` metadata;
+* from the ``lm_eval`` command line, ``--metadata '{"data_dir": ..., "targets": [...]}'``
+  makes the task's own loader read the official layout.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from r2f_plugin.data import Probe
+from r2f_plugin.metrics import ANSWERED_RECALL, rouge_l_recall
+from r2f_plugin.storage import atomic_write_text
+
+
+def load_probe_dataset(task: str, probe_set: str, probes_file: str | None = None,
+                       data_dir: str | None = None, targets: list[str] | str | None = None,
+                       limit: int | None = None, **_: Any):
+    """``custom_dataset`` for every r2f-bench YAML: a DatasetDict with a ``test`` split."""
+    import datasets
+
+    if probes_file is not None:
+        rows = [json.loads(line) for line in Path(probes_file).read_text().splitlines() if line.strip()]
+        rows = [r for r in rows if r["set"] == probe_set]
+    else:
+        from r2f_plugin.plugins import registry
+
+        if isinstance(targets, str):
+            targets = [t for t in targets.split(",") if t]
+        bench = registry().task(task)().load(Path(data_dir) if data_dir else None, targets, limit, n_dev=0)
+        probes = bench.utility if probe_set == bench_utility_set(task) else \
+            [p for t in bench.targets for p in t.probes.get(probe_set, [])]
+        rows = [p.to_row() for p in probes]
+    for i, r in enumerate(rows):
+        r["doc_id"] = i
+        r.setdefault("choices", [])
+        r.setdefault("label", -1)
+    return datasets.DatasetDict({"test": datasets.Dataset.from_list(rows)})
+
+
+def bench_utility_set(task: str) -> str:
+    from r2f_plugin.plugins import registry
+
+    return registry().task(task).utility_set
+
+
+def process_generation(doc: dict, results: list[str]) -> dict[str, float]:
+    """Score one greedy answer: ROUGE-L recall of the reference, and whether it counts as answered."""
+    recall = rouge_l_recall(doc["answer"], results[0])
+    return {"rouge_l_recall": recall, "answered": float(recall >= ANSWERED_RECALL)}
+
+
+def evaluate_probes(model: torch.nn.Module, tokenizer: Any, task: Any, probes: dict[str, list[Probe]],
+                    workdir: Path, batch_size: int = 32) -> dict[str, list[dict[str, float]]]:
+    """Evaluate ``model`` on each probe set through lm-eval; per-probe metric dicts, in probe order."""
+    from lm_eval import simple_evaluate
+    from lm_eval.models.huggingface import HFLM
+    from lm_eval.tasks import TaskManager
+
+    probes = {s: ps for s, ps in probes.items() if ps}
+    path = workdir / "probes.jsonl"
+    atomic_write_text(path, "".join(json.dumps(p.to_row()) + "\n" for ps in probes.values() for p in ps))
+    names = {task.lm_eval_name(s): s for s in probes}
+    manager = TaskManager(include_path=str(task.yaml_dir()), include_defaults=False,
+                          metadata={"probes_file": str(path)})
+    lm = HFLM(pretrained=model, tokenizer=tokenizer, batch_size=batch_size,
+              device=str(next(model.parameters()).device))
+    was_training = model.training
+    logging.getLogger("lm_eval").setLevel(logging.ERROR)
+    out = simple_evaluate(lm, tasks=list(names), task_manager=manager, log_samples=True,
+                          bootstrap_iters=0, verbosity="ERROR")
+    model.train(was_training)
+    scores: dict[str, list[dict[str, float]]] = {}
+    for name, set_name in names.items():
+        samples = sorted(out["samples"][name], key=lambda s: s["doc_id"])
+        scores[set_name] = [{k: float(s[k]) for k in ("rouge_l_recall", "answered", "acc") if k in s}
+                            for s in samples]
+    return scores

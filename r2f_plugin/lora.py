@@ -1,0 +1,165 @@
+"""LoRA adapters used as gradient probes, and the role of each adapted matrix.
+
+R2F and the LoRA baselines attach PEFT LoRA adapters to the target's linear layers
+and read gradients of the adapter factors. For layer ``W`` (d_out × d_in) with
+``ΔW = s · B A`` (A: r × d_in, B: d_out × r) and true gradient ``G``:
+``∇B = s · G Aᵀ`` (right sketch) and ``∇A = s · Bᵀ G`` (left sketch).
+
+PEFT's default init (B = 0) makes ``∇A = 0``; we initialise *both* factors small and
+random ("two-sided" init: A ~ N(0, 1/d_in), B ~ N(0, ε²/r)) so both sketches are
+observed while ``s·BA`` stays negligible (the model is unchanged to first order).
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Iterator, Sequence
+
+import torch
+
+from r2f_plugin.data import Probe
+from r2f_plugin.errors import UserError
+from r2f_plugin.gradients import backward_mean, check_finite
+
+# Module names per architecture family; each maps to a role shared across families,
+# which is what lets a decoder fitted on one family be applied to another.
+ROLES = {
+    "q_proj": "attn_in", "k_proj": "attn_in", "v_proj": "attn_in", "o_proj": "attn_out",
+    "gate_proj": "mlp_in", "up_proj": "mlp_in", "down_proj": "mlp_out",
+    "c_attn": "attn_in", "attn.c_proj": "attn_out", "c_fc": "mlp_in", "mlp.c_proj": "mlp_out",
+}
+FAMILY_MODULES = {
+    "gpt2": ("c_attn", "c_proj", "c_fc"),
+}
+DEFAULT_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+INIT_EPS = 1e-3
+
+
+def target_modules(model: torch.nn.Module) -> tuple[str, ...]:
+    return FAMILY_MODULES.get(getattr(model.config, "model_type", ""), DEFAULT_MODULES)
+
+
+def role_of(layer_name: str) -> str:
+    parts = layer_name.split(".")
+    for key in (".".join(parts[-2:]), parts[-1]):
+        if key in ROLES:
+            return ROLES[key]
+    return parts[-1]
+
+
+@dataclass
+class LoraGrad:
+    """The LoRA factors of one layer and the gradients of their factors.
+
+    All in the orientation of ``W`` as (d_out × d_in), whatever the layer stores.
+    """
+
+    A: torch.Tensor
+    B: torch.Tensor
+    gA: torch.Tensor
+    gB: torch.Tensor
+    scale: float
+    transposed: bool = False  # the layer stores W as (d_in × d_out) (GPT-2 Conv1D)
+
+    def as_weight(self, g: torch.Tensor) -> torch.Tensor:
+        """A (d_out × d_in) matrix in the layout the layer stores its weight."""
+        return g.T if self.transposed else g
+
+
+@contextmanager
+def lora_probe(model: torch.nn.Module, rank: int, modules: Sequence[str] | None = None,
+               seed: int = 0) -> Iterator[Any]:
+    """Attach two-sided-initialised LoRA adapters; remove them (unmerged) on exit.
+
+    Yields the PEFT model. The base weights are frozen meanwhile and the model is
+    returned to its original modules and ``requires_grad`` flags afterwards.
+    """
+    from peft import LoraConfig, get_peft_model
+
+    if rank < 1:
+        raise UserError(f"LoRA rank must be at least 1, got {rank}.")
+    modules = tuple(modules or target_modules(model))
+    saved = {p: p.requires_grad for p in model.parameters()}
+    config = LoraConfig(r=rank, lora_alpha=rank, target_modules=list(modules), lora_dropout=0.0,
+                        init_lora_weights=False,
+                        fan_in_fan_out=getattr(model.config, "model_type", "") == "gpt2")
+    peft_model = get_peft_model(model, config)
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for layer in lora_layers(peft_model).values():
+            A, B = layer.lora_A["default"].weight, layer.lora_B["default"].weight
+            A.copy_(torch.randn(A.shape, generator=gen) / A.shape[1] ** 0.5)
+            B.copy_(torch.randn(B.shape, generator=gen) * INIT_EPS / rank ** 0.5)
+    try:
+        yield peft_model
+    finally:
+        peft_model.unload()
+        for p, flag in saved.items():
+            p.requires_grad_(flag)
+
+
+def lora_layers(peft_model: Any) -> dict[str, Any]:
+    from peft.tuners.lora import LoraLayer
+
+    return {name.replace("base_model.model.", "", 1): m for name, m in peft_model.named_modules()
+            if isinstance(m, LoraLayer)}
+
+
+def lora_gradients(peft_model: Any, tokenizer: Any, probes: Sequence[Probe], loss: str,
+                   with_full: bool = False) -> tuple[dict[str, LoraGrad], dict[str, torch.Tensor]]:
+    """Gradients of the mean unlearning loss over ``probes`` w.r.t. every LoRA factor.
+
+    With ``with_full`` the same backward also yields the exact gradient of each
+    adapted base weight, as (d_out × d_in): this is how decoder fitting (on the
+    proxy) and the evaluation-only cosine (on the target) get ground truth.
+    Returns (lora gradients, full gradients or {}).
+    """
+    layers = lora_layers(peft_model)
+    params = [p for layer in layers.values() for p in _factors(layer)]
+    bases = [layer.base_layer.weight for layer in layers.values()] if with_full else []
+    for p in params + bases:
+        p.grad = None
+    for w in bases:
+        w.requires_grad_(True)
+    try:
+        backward_mean(peft_model, tokenizer, probes, loss)
+        out, full = {}, {}
+        for name, layer in layers.items():
+            A, B = _factors(layer)
+            check_finite([A.grad, B.grad])
+            transposed = bool(getattr(layer, "fan_in_fan_out", False))
+            out[name] = LoraGrad(A=A.detach().clone(), B=B.detach().clone(), gA=A.grad.detach().clone(),
+                                 gB=B.grad.detach().clone(), scale=float(layer.scaling["default"]),
+                                 transposed=transposed)
+            if with_full:
+                g = layer.base_layer.weight.grad.detach()
+                full[name] = (g.T if transposed else g).clone()
+        return out, full
+    finally:
+        for p in params + bases:
+            p.grad = None
+        for w in bases:
+            w.requires_grad_(False)
+
+
+def _factors(layer: Any) -> tuple[torch.nn.Parameter, torch.nn.Parameter]:
+    return layer.lora_A["default"].weight, layer.lora_B["default"].weight
+
+
+def average(grads: Sequence[dict[str, LoraGrad]]) -> dict[str, LoraGrad]:
+    """Average LoRA gradients over views (the factors themselves are shared)."""
+    first = grads[0]
+    return {name: LoraGrad(A=g.A, B=g.B, scale=g.scale,
+                           gA=torch.stack([x[name].gA for x in grads]).mean(0),
+                           gB=torch.stack([x[name].gB for x in grads]).mean(0), transposed=g.transposed)
+            for name, g in first.items()}
+
+
+def lora_step_direction(g: LoraGrad) -> torch.Tensor:
+    """The change of ``W`` (as d_out × d_in) per unit LoRA gradient step, to first order.
+
+    A step (−∇A, −∇B) changes ``s·BA`` by ``−s(∇B A + B ∇A)``; this is the direction
+    single/multi-view LoRA unlearning moves the effective weight.
+    """
+    return g.scale * (g.gB @ g.A + g.B @ g.gA)

@@ -1,0 +1,95 @@
+"""The paper's metrics (USR, GUR, RAP, MIA), defined precisely.
+
+Paper (Liu et al., "Recover-to-Forget", App. C) gives them in words; our exact
+definitions, used for every method and task:
+
+* a probe counts as **answered** when the ROUGE-L recall of its reference answer in
+  the model's greedy output is at least ``ANSWERED_RECALL`` (multiple-choice
+  probes: the highest-likelihood choice is the correct one);
+* **USR** (unlearning success rate, %, higher is better): among forget probes the
+  untouched model answered, the share the unlearned model no longer answers;
+* **GUR** (general utility retention, %, higher is better): the unlearned model's
+  mean utility score divided by the untouched model's, times 100;
+* **RAP** (relearning attack precision, %, lower is better): after a short
+  fine-tune of the unlearned model on paraphrased target data, the share of the
+  originally answered forget probes whose answer comes back;
+* **MIA** (model identity alignment, higher means closer to the original): mean
+  cosine similarity of the next-token probability vectors of the untouched and
+  unlearned models over every position of a fixed set of general prompts. (The
+  paper calls it a similarity in App. C but marks it "lower is better" in Table 3;
+  we report the similarity and say so.)
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any, Sequence
+
+import torch
+import torch.nn.functional as F
+
+ANSWERED_RECALL = 0.5
+
+
+@lru_cache(maxsize=1)
+def _scorer():
+    from rouge_score import rouge_scorer
+
+    return rouge_scorer.RougeScorer(["rougeL"], use_stemmer=False)
+
+
+def rouge_l_recall(reference: str, prediction: str) -> float:
+    """ROUGE-L recall of ``reference`` in ``prediction`` (RWKU's official score)."""
+    if not reference.strip():
+        return 0.0
+    return float(_scorer().score(reference, prediction)["rougeL"].recall)
+
+
+def rouge_l_f1(reference: str, prediction: str) -> float:
+    """ROUGE-L F1 (MUSE's official VerbMem / KnowMem score)."""
+    if not reference.strip():
+        return 0.0
+    return float(_scorer().score(reference, prediction)["rougeL"].fmeasure)
+
+
+def usr(before: Sequence[bool], after: Sequence[bool]) -> float | None:
+    """% of probes answered before and not after; ``None`` if none was answered before."""
+    known = [a for b, a in zip(before, after) if b]
+    if not known:
+        return None
+    return 100.0 * sum(not a for a in known) / len(known)
+
+
+def recovery(before: Sequence[bool], after: Sequence[bool]) -> float | None:
+    """% of probes answered before that are answered again (RAP, after relearning)."""
+    known = [a for b, a in zip(before, after) if b]
+    if not known:
+        return None
+    return 100.0 * sum(known) / len(known)
+
+
+def retention(before: float, after: float) -> float | None:
+    """GUR: ``after`` as a % of ``before``."""
+    if before <= 0:
+        return None
+    return 100.0 * after / before
+
+
+@torch.no_grad()
+def identity_alignment(original: torch.nn.Module, edited: torch.nn.Module, tokenizer: Any,
+                       prompts: Sequence[str], batch_size: int = 16) -> float:
+    """MIA: mean cosine similarity of next-token distributions over all prompt positions."""
+    sims: list[torch.Tensor] = []
+    device = next(original.parameters()).device
+    for i in range(0, len(prompts), batch_size):
+        enc = tokenizer(list(prompts[i:i + batch_size]), return_tensors="pt", padding=True,
+                        truncation=True, max_length=64).to(device)
+        p = F.softmax(original(**enc).logits.float(), dim=-1)
+        q = F.softmax(edited(**enc).logits.float(), dim=-1)
+        cos = F.cosine_similarity(p, q, dim=-1)
+        sims.append(cos[enc["attention_mask"].bool()])
+    return float(torch.cat(sims).mean())
+
+
+def mean(xs: Sequence[float]) -> float:
+    return float(sum(xs) / len(xs)) if xs else float("nan")

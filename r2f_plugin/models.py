@@ -1,0 +1,187 @@
+"""Models: the embedded default (tiny, built from config and taught the task's
+facts here) and real Hugging Face causal LMs by hub name or local path.
+
+The embedded default exists because no weights can be downloaded where r2f-bench is
+developed and tested. It is a real architecture (Mistral by default; Llama and GPT-2
+for transfer studies) with a byte-level BPE tokenizer trained locally, fine-tuned on
+the benchmark's probes until it answers them. Built models are cached on disk,
+keyed by everything that determines them, and every result names them
+``embedded:<family>-h<hidden>-l<layers>`` so nobody mistakes them for real LLMs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import torch
+
+from r2f_plugin.data import Probe
+from r2f_plugin.errors import UserError
+from r2f_plugin.training import answer_accuracy, finetune
+
+CACHE_VERSION = "1"
+VOCAB_SIZE = 2048
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("R2F_BENCH_CACHE", Path.home() / ".cache" / "r2f-bench"))
+
+
+@dataclass(frozen=True)
+class EmbeddedSpec:
+    """Architecture of an embedded model; ``family`` is a transformers model type."""
+
+    family: str = "mistral"
+    hidden: int = 128
+    layers: int = 4
+    heads: int = 4
+    kv_heads: int = 2
+    intermediate: int = 384
+    seed: int = 0
+
+    @property
+    def label(self) -> str:
+        return f"embedded:{self.family}-h{self.hidden}-l{self.layers}"
+
+    @classmethod
+    def parse(cls, text: str) -> "EmbeddedSpec":
+        """``embedded`` or ``embedded:mistral-h128-l4`` (family, hidden size, layers)."""
+        if text == "embedded":
+            return cls()
+        try:
+            family, *rest = text.split(":", 1)[1].split("-")
+            fields = {p[0]: int(p[1:]) for p in rest}
+            hidden, layers = fields.get("h", 128), fields.get("l", 4)
+        except (IndexError, ValueError):
+            raise UserError(f"bad embedded model spec {text!r}; write embedded:<family>-h<hidden>-l<layers>, e.g. embedded:mistral-h128-l4.") from None
+        if family not in FAMILIES:
+            raise UserError(f"unknown embedded family {family!r}; choose one of {', '.join(FAMILIES)}.")
+        heads = max(2, hidden // 32)
+        return cls(family=family, hidden=hidden, layers=layers, heads=heads, kv_heads=max(1, heads // 2),
+                   intermediate=3 * hidden)
+
+
+DEFAULT_TARGET = EmbeddedSpec()
+DEFAULT_PROXY = EmbeddedSpec(hidden=64, layers=2, heads=2, kv_heads=1, intermediate=192)
+
+
+def _config(spec: EmbeddedSpec, tokenizer: Any):
+    from transformers import GPT2Config, LlamaConfig, MistralConfig
+
+    common = dict(vocab_size=len(tokenizer), bos_token_id=tokenizer.bos_token_id,
+                  eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+                  tie_word_embeddings=True)
+    if spec.family == "gpt2":
+        return GPT2Config(n_embd=spec.hidden, n_layer=spec.layers, n_head=spec.heads, n_positions=256,
+                          n_inner=spec.intermediate, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, **common)
+    cls = MistralConfig if spec.family == "mistral" else LlamaConfig
+    return cls(hidden_size=spec.hidden, num_hidden_layers=spec.layers, num_attention_heads=spec.heads,
+               num_key_value_heads=spec.kv_heads, intermediate_size=spec.intermediate,
+               max_position_embeddings=256, **common)
+
+
+FAMILIES = ("mistral", "llama", "gpt2")
+
+
+def build_tokenizer(texts: Sequence[str]):
+    """A byte-level BPE tokenizer trained on ``texts`` (any text still tokenizes)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=VOCAB_SIZE, special_tokens=["<pad>", "<s>", "</s>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tok.train_from_iterator(list(texts), trainer)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="<pad>")
+    fast.padding_side = "left"
+    return fast
+
+
+def teaching_texts(facts: Sequence[Probe], extra: Sequence[str]) -> list[str]:
+    return [f"{p.prompt} {p.answer}" for p in facts] + list(extra)
+
+
+def embedded_model(spec: EmbeddedSpec, facts: Sequence[Probe], extra_texts: Sequence[str],
+                   progress: Callable[[str], None] = print, max_epochs: int = 120,
+                   target_accuracy: float = 0.97) -> tuple[torch.nn.Module, Any, dict]:
+    """Build ``spec``, teach it ``facts`` until it answers them, and cache the result.
+
+    Returns (model, tokenizer, info) where info records the cache key and the
+    taught accuracy. A cached model with the same key is loaded instead.
+    """
+    from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
+
+    texts = teaching_texts(facts, extra_texts)
+    key = _key(spec, texts, max_epochs, target_accuracy)
+    path = cache_root() / "models" / f"{spec.label.replace(':', '-')}-{key}"
+    if (path / "r2f_info.json").is_file():
+        progress(f"embedded model {spec.label}: loaded from cache {path}")
+        tok = PreTrainedTokenizerFast.from_pretrained(path)
+        tok.padding_side = "left"
+        model = AutoModelForCausalLM.from_pretrained(path, use_safetensors=True)
+        return model.eval(), tok, json.loads((path / "r2f_info.json").read_text())
+
+    torch.manual_seed(spec.seed)
+    tok = build_tokenizer(texts)
+    model = AutoModelForCausalLM.from_config(_config(spec, tok))
+    n = sum(p.numel() for p in model.parameters())
+    progress(f"embedded model {spec.label}: {n / 1e6:.2f}M parameters, teaching {len(facts)} facts")
+    epochs = finetune(model, tok, list(facts), epochs=max_epochs, lr=3e-3, batch_size=32,
+                      stop_accuracy=target_accuracy, progress=progress, seed=spec.seed)
+    acc = answer_accuracy(model, tok, list(facts))
+    info = {"label": spec.label, "spec": asdict(spec), "key": key, "facts": len(facts), "epochs": epochs,
+            "taught_token_accuracy": acc, "parameters": n}
+    _save(model.eval(), tok, info, path)
+    progress(f"embedded model {spec.label}: answer-token accuracy {acc:.3f} after {epochs} epochs; cached at {path}")
+    return model, tok, info
+
+
+def _key(spec: EmbeddedSpec, texts: Sequence[str], max_epochs: int, target_accuracy: float) -> str:
+    import transformers
+
+    h = hashlib.sha256(json.dumps([CACHE_VERSION, asdict(spec), list(texts), max_epochs, target_accuracy,
+                                   VOCAB_SIZE, torch.__version__.split("+")[0],
+                                   transformers.__version__]).encode())
+    return h.hexdigest()[:16]
+
+
+def _save(model: torch.nn.Module, tok: Any, info: dict, path: Path) -> None:
+    """Write the model directory atomically: build it aside, then rename into place."""
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        model.save_pretrained(tmp, safe_serialization=True)
+        tok.save_pretrained(tmp)
+        (tmp / "r2f_info.json").write_text(json.dumps(info, indent=2))
+        if path.exists():
+            shutil.rmtree(tmp)
+            return
+        os.replace(tmp, path)
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise UserError(f"cannot cache model at {path}: {exc.strerror}; free disk space or set R2F_BENCH_CACHE.") from None
+
+
+def hf_model(name_or_path: str, trust_remote_code: bool = False, dtype: str = "float32") -> tuple[torch.nn.Module, Any]:
+    """Load a Hugging Face causal LM and its tokenizer by hub name or local path."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    try:
+        tok = AutoTokenizer.from_pretrained(name_or_path, trust_remote_code=trust_remote_code)
+        model = AutoModelForCausalLM.from_pretrained(name_or_path, trust_remote_code=trust_remote_code,
+                                                     dtype=getattr(torch, dtype), use_safetensors=True)
+    except (OSError, ValueError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UserError(f"cannot load model {name_or_path!r} ({first}); pass a local directory with safetensors weights, or a hub name reachable from here.") from None
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    tok.padding_side = "left"
+    return model.eval(), tok

@@ -1,0 +1,45 @@
+"""The shared skeleton of one-step gradient methods (R2F, FullGrad, LoRA, ascent).
+
+They differ only in where the per-matrix gradient comes from; the loss, the
+relative step and the matrix-by-matrix application live here once.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+
+from r2f_plugin.data import ForgetRequest, Probe
+from r2f_plugin.gradients import apply_step, linear_weights
+from r2f_plugin.lora import target_modules
+from r2f_plugin.unlearner import Context, Edit, Unlearner
+
+
+@dataclass
+class StepParams:
+    step: float = field(default=0.02, metadata={"help": "relative step: ‖ΔW‖ = step · ‖W‖ over the updated matrices"})
+    loss: str = field(default="ascent", metadata={"help": "unlearning loss (ascent: negated answer log-likelihood)"})
+
+
+def all_views(request: ForgetRequest) -> list[Probe]:
+    return [p for view in request.views for p in view]
+
+
+class OneStepUnlearner(Unlearner):
+    """θ ← θ − step·‖W‖·G/‖G‖ for the target model's linear layers, G from :meth:`gradient`."""
+
+    Params = StepParams
+
+    @abstractmethod
+    def gradient(self, model: torch.nn.Module, request: ForgetRequest,
+                 ctx: Context) -> tuple[Callable[[str], torch.Tensor], dict[str, Any]]:
+        """Return ``gradient(layer_name)`` (in the layer's weight layout) and info to record."""
+
+    def unlearn(self, model: torch.nn.Module, request: ForgetRequest, ctx: Context) -> Edit:
+        gradient, info = self.gradient(model, request, ctx)
+        weights = linear_weights(model, target_modules(model))
+        info["grad_norm"] = apply_step(weights, gradient, self.params.step)
+        return Edit(model, info)

@@ -1,0 +1,134 @@
+"""The plugin manager: loads the ``r2f_bench`` entry points and keeps the registries.
+
+Every method and task, built-in or third-party, arrives through
+:func:`load_entry_points`. A plugin that fails to import is reported by name in a
+warning and skipped; the others still load.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata as md
+import warnings
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+import pluggy
+
+from r2f_plugin import hookspecs
+from r2f_plugin.errors import UserError
+
+
+@dataclass(frozen=True)
+class PluginInfo:
+    """Where a registered method or task came from."""
+
+    name: str
+    kind: str  # "method" or "task"
+    plugin: str  # entry-point (or registration) name of the plugin module
+    distribution: str
+    version: str
+
+
+class PluginRegistry:
+    """A pluggy manager plus the method and task classes its hooks registered."""
+
+    def __init__(self) -> None:
+        self.pm = pluggy.PluginManager(hookspecs.PROJECT)
+        self.pm.add_hookspecs(hookspecs)
+        self._origin: dict[int, tuple[str, str, str]] = {}
+        self._collected = False
+        self.methods: dict[str, type] = {}
+        self.tasks: dict[str, type] = {}
+        self.info: dict[tuple[str, str], PluginInfo] = {}
+
+    # -- registration -------------------------------------------------------
+    def load_entry_points(self) -> None:
+        """Import every module of the ``r2f_bench`` entry-point group."""
+        for ep in md.entry_points(group=hookspecs.PROJECT):
+            if self.pm.get_plugin(ep.name) is not None:
+                continue
+            try:
+                module = ep.load()
+            except Exception as exc:  # a broken third-party plugin must not stop the rest
+                warnings.warn(
+                    f"r2f-bench plugin {ep.name!r} failed to load and was skipped: "
+                    f"{type(exc).__name__}: {exc}",
+                    stacklevel=2,
+                )
+                continue
+            dist = ep.dist.metadata["Name"] if ep.dist else "unknown"
+            version = ep.dist.version if ep.dist else "unknown"
+            self.register(module, ep.name, dist, version)
+
+    def register(self, plugin: ModuleType | Any, name: str,
+                 distribution: str = "local", version: str = "0") -> None:
+        """Register a plugin object (module or instance) under ``name``."""
+        self.pm.register(plugin, name=name)
+        self._origin[id(plugin)] = (name, distribution, version)
+        self._collected = False
+
+    def unregister(self, name: str) -> None:
+        self.pm.unregister(name=name)
+        self._collected = False
+
+    # -- collection ---------------------------------------------------------
+    def _collect(self) -> None:
+        if self._collected:
+            return
+        self.methods, self.tasks, self.info = {}, {}, {}
+        for impl in self.pm.hook.register_unlearners.get_hookimpls():
+            impl.function(register=self._registrar("method", impl.plugin))
+        for impl in self.pm.hook.register_tasks.get_hookimpls():
+            impl.function(register=self._registrar("task", impl.plugin))
+        self._collected = True
+
+    def _registrar(self, kind: str, plugin: Any):
+        plugin_name, dist, version = self._origin.get(id(plugin), ("?", "local", "0"))
+        table = self.methods if kind == "method" else self.tasks
+
+        def register(cls: type) -> None:
+            name = getattr(cls, "name", None)
+            if not name:
+                raise UserError(f"plugin {plugin_name!r} registered a {kind} without a `name`; set a class attribute `name`.")
+            if name in table and table[name] is not cls:
+                other = self.info[(kind, name)].plugin
+                raise UserError(f"{kind} {name!r} is registered twice (plugins {other!r} and {plugin_name!r}); uninstall or rename one.")
+            table[name] = cls
+            self.info[(kind, name)] = PluginInfo(name, kind, plugin_name, dist, version)
+
+        return register
+
+    # -- lookup -------------------------------------------------------------
+    def method(self, name: str) -> type:
+        self._collect()
+        if name not in self.methods:
+            raise UserError(f"unknown method {name!r}; choose one of: {', '.join(sorted(self.methods))} (see `r2f-bench methods`).")
+        return self.methods[name]
+
+    def task(self, name: str) -> type:
+        self._collect()
+        if name not in self.tasks:
+            raise UserError(f"unknown task {name!r}; choose one of: {', '.join(sorted(self.tasks))} (see `r2f-bench tasks`).")
+        return self.tasks[name]
+
+    def listing(self, kind: str) -> list[PluginInfo]:
+        self._collect()
+        return sorted((i for (k, _), i in self.info.items() if k == kind), key=lambda i: i.name)
+
+    def version_of(self, kind: str, name: str) -> str:
+        self._collect()
+        info = self.info[(kind, name)]
+        return f"{info.distribution}=={info.version}"
+
+
+_registry: PluginRegistry | None = None
+
+
+def registry() -> PluginRegistry:
+    """The process-wide registry, with all entry points loaded."""
+    global _registry
+    if _registry is None:
+        _registry = PluginRegistry()
+        _registry.load_entry_points()
+    return _registry

@@ -1,0 +1,163 @@
+"""R2F: Recover-to-Forget (Liu et al., "Recover-to-Forget: Gradient Reconstruction
+from LoRA for Efficient LLM Unlearning", Algorithm 1).
+
+Per deletion request:
+1. attach LoRA probes (rank ``rank``, all linear layers, two-sided init, see
+   :mod:`r2f_plugin.lora`) to the frozen target;
+2. compute LoRA gradients of the unlearning loss on the request's views (the facts
+   as asked plus paraphrases) and average them (``aggregate=before``, the paper's
+   order) or keep one per view sequence (``aggregate=after``);
+3. decode each layer's full gradient with the proxy-fitted decoder
+   (:mod:`r2f_plugin.decoder`) and apply the step to that layer at once, so no
+   full-model-size gradient is ever held.
+
+The decoder is fitted once, on the proxy, from (LoRA gradient, full gradient)
+pairs on the dev split's facts (never the evaluation targets), and cached with
+safetensors. For evaluation only, every run also computes the target's exact
+gradient after the timed deletion and records the decoded-vs-true cosine.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import torch
+
+from r2f_plugin import hookimpl
+from r2f_plugin.data import ForgetRequest, Probe
+from r2f_plugin.decoder import GradientDecoder, fit
+from r2f_plugin.errors import UserError
+from r2f_plugin.gradients import CosineMeter
+from r2f_plugin.lora import LoraGrad, average, lora_gradients, lora_layers, lora_probe, role_of
+from r2f_plugin.one_step import OneStepUnlearner, StepParams, all_views
+from r2f_plugin.unlearner import Context
+
+AGGREGATES = ("before", "after")
+
+
+@dataclass
+class R2FParams(StepParams):
+    rank: int = field(default=8, metadata={"help": "LoRA rank of the gradient probes (paper default 8)"})
+    decoder: str = field(default="two_sided", metadata={"help": "decoder form: two_sided or projection"})
+    aggregate: str = field(default="before", metadata={"help": "average LoRA gradients over views before decoding (paper) or after"})
+    decoder_path: str = field(default="", metadata={"help": "load this fitted decoder (.safetensors) instead of fitting one"})
+    fit_examples: int = field(default=1000, metadata={"help": "max proxy examples for fitting (paper: 1k)"})
+
+
+def units(views: Sequence[Sequence[Probe]], aggregate: str) -> list[list[Probe]]:
+    """Groups of sequences whose LoRA gradients are decoded together."""
+    if aggregate not in AGGREGATES:
+        raise UserError(f"aggregate must be one of {', '.join(AGGREGATES)}, got {aggregate!r}.")
+    flat = [p for view in views for p in view]
+    return [flat] if aggregate == "before" else [[p] for p in flat]
+
+
+def unit_gradients(peft_model: Any, tokenizer: Any, groups: list[list[Probe]], loss: str,
+                   with_full: bool = False) -> tuple[list[dict[str, LoraGrad]], list[dict[str, torch.Tensor]]]:
+    lora, full = [], []
+    for group in groups:
+        g, f = lora_gradients(peft_model, tokenizer, group, loss, with_full=with_full)
+        lora.append(g)
+        full.append(f)
+    return lora, full
+
+
+def decoded(decoder: GradientDecoder, grads: list[dict[str, LoraGrad]]) -> Callable[[str], torch.Tensor]:
+    """``gradient(layer)``: the mean decoded gradient of the units, in the weight's layout."""
+    def gradient(name: str) -> torch.Tensor:
+        total = sum(decoder.decode(name, g[name]) for g in grads) / len(grads)
+        return grads[0][name].as_weight(total)
+    return gradient
+
+
+class R2F(OneStepUnlearner):
+    name = "r2f"
+    Params = R2FParams
+
+    def setup(self, model: torch.nn.Module, ctx: Context) -> None:
+        p = self.params
+        self.decoder = GradientDecoder.load(Path(p.decoder_path)) if p.decoder_path else self._fit_on_proxy(ctx)
+        with lora_probe(model, p.rank, seed=ctx.seed) as pm:
+            self.decoder.check_fits(p.rank, list(lora_layers(pm)))
+
+    def _fit_on_proxy(self, ctx: Context) -> GradientDecoder:
+        p = self.params
+        facts = ctx.benchmark.retain_pool()[: p.fit_examples]
+        if ctx.proxy is None or not facts:
+            raise UserError("R2F needs a proxy model and dev-split facts to fit its decoder; pass --proxy, or --set decoder_path=FILE.")
+        views = ctx.make_views(facts)
+        key = hashlib.sha256(json.dumps([ctx.proxy_id, p.rank, p.decoder, p.aggregate, p.loss, ctx.seed,
+                                         [[v.prompt for v in view] for view in views]]).encode()).hexdigest()[:16]
+        path = ctx.cache_dir / "decoders" / f"{p.decoder}-r{p.rank}-{p.aggregate}-{key}.safetensors"
+        if path.is_file():
+            ctx.progress(f"r2f: decoder loaded from {path}")
+            return GradientDecoder.load(path)
+        proxy, proxy_tok = ctx.proxy()
+        decoder = fit_decoder(proxy, proxy_tok, views, p.rank, p.decoder, p.aggregate, p.loss, ctx.seed,
+                              {"proxy": ctx.proxy_id, "data": ctx.benchmark.revision}, ctx.progress)
+        decoder.save(path)
+        ctx.progress(f"r2f: decoder fitted on {ctx.proxy_id} and saved to {path}")
+        return decoder
+
+    def gradient(self, model, request: ForgetRequest, ctx: Context):
+        p = self.params
+        with lora_probe(model, p.rank, seed=ctx.seed) as pm:
+            grads, _ = unit_gradients(pm, ctx.tokenizer, units(request.views, p.aggregate), p.loss)
+        if p.aggregate == "before":
+            grads = [average(grads)]
+        info = {"decoder": p.decoder, "decoder_uses": self.decoder.uses, "aggregate": p.aggregate,
+                "decoder_proxy": self.decoder.meta.get("proxy", "")}
+        return decoded(self.decoder, grads), info
+
+    def diagnostics(self, original: torch.nn.Module, request: ForgetRequest, ctx: Context) -> dict[str, Any]:
+        """Decoded vs exact gradient on the untouched model (evaluation only, untimed)."""
+        meter = decoder_cosines(self.decoder, original, ctx.tokenizer, request.views, self.params.rank,
+                                self.params.aggregate, self.params.loss, ctx.seed)
+        cos = meter.cosines()
+        return {"grad_cosine": cos.pop("overall"), "grad_cosine_by_role": cos}
+
+
+def decoder_cosines(decoder: GradientDecoder, model: torch.nn.Module, tokenizer: Any,
+                    views: Sequence[Sequence[Probe]], rank: int, aggregate: str, loss: str,
+                    seed: int) -> CosineMeter:
+    """Cosine of the decoded to the exact gradient of the whole request, per role and overall."""
+    meter = CosineMeter()
+    with lora_probe(model, rank, seed=seed) as pm:
+        grads, _ = unit_gradients(pm, tokenizer, units(views, aggregate), loss)
+        _, full = lora_gradients(pm, tokenizer, [p for v in views for p in v], loss, with_full=True)
+    if aggregate == "before":
+        grads = [average(grads)]
+    for name, truth in full.items():
+        est = sum(decoder.decode(name, g[name]) for g in grads) / len(grads)
+        meter.add(role_of(name), est, truth)
+    return meter
+
+
+def fit_decoder(proxy: torch.nn.Module, tokenizer: Any, views: Sequence[Sequence[Probe]], rank: int,
+                kind: str, aggregate: str, loss: str, seed: int, meta: dict[str, str],
+                progress: Callable[[str], None] = print) -> GradientDecoder:
+    """Collect (LoRA gradient, full gradient) pairs on the proxy, one per fact, and fit.
+
+    With ``aggregate=before`` an example is one fact's views averaged (what R2F
+    decodes per fact); with ``after`` it is one view sequence.
+    """
+    per_fact = [list(column) for column in zip(*views)]
+    groups = per_fact if aggregate == "before" else [[p] for fact in per_fact for p in fact]
+    pairs = []
+    with lora_probe(proxy, rank, seed=seed) as pm:
+        for i, group in enumerate(groups):
+            g, f = lora_gradients(pm, tokenizer, group, loss, with_full=True)
+            pairs.append({name: (g[name], f[name]) for name in g})
+            if (i + 1) % 50 == 0:
+                progress(f"r2f: decoder pairs {i + 1}/{len(groups)}")
+    return fit(pairs, kind, rank, {**meta, "aggregate": aggregate, "loss": loss,
+                                   "views": str(len(views)), "facts": str(len(per_fact))})
+
+
+@hookimpl
+def register_unlearners(register):
+    register(R2F)

@@ -1,0 +1,231 @@
+"""One run: load → build models → unlearn each target → evaluate → record.
+
+Data flows one way. For every evaluation target the runner builds the deletion
+request once (the same views and retain facts for every method), evaluates the
+untouched model (cached), hands a fresh copy of the model to the method under
+time and memory measurement, then scores the result: the benchmark's official
+scores, USR, GUR, RAP (after a relearning attack on a further copy) and MIA.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import platform
+import random
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from r2f_plugin import __version__
+from r2f_plugin.data import ForgetRequest, Probe, Target
+from r2f_plugin.errors import UserError
+from r2f_plugin.lmeval import evaluate_probes
+from r2f_plugin.measure import measure
+from r2f_plugin.metrics import identity_alignment, mean, recovery, retention, usr
+from r2f_plugin.models import DEFAULT_PROXY, DEFAULT_TARGET, EmbeddedSpec, cache_root, embedded_model, hf_model
+from r2f_plugin.plugins import registry
+from r2f_plugin.storage import append_line, atomic_write_text, check_writable
+from r2f_plugin.training import finetune
+from r2f_plugin.unlearner import Context
+from r2f_plugin.views import build_views, make_paraphraser
+
+EVAL_VERSION = "1"
+
+
+@dataclass
+class RunConfig:
+    """Everything that determines a run's results."""
+
+    method: str
+    task: str
+    seed: int = 0
+    model: str = "embedded"
+    proxy: str = "embedded-proxy"
+    data_dir: str | None = None
+    targets: list[str] | None = None
+    limit: int | None = None
+    params: dict[str, str] = field(default_factory=dict)
+    views: int = 5
+    paraphraser: str = "templates"
+    dev_targets: int = 2
+    rap_steps: int = 5
+    rap_lr: float = 1e-3
+    output: str = "r2f-output"
+    trust_remote_code: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class Run:
+    """A prepared (method, task, seed) run: data loaded, models built, method set up."""
+
+    def __init__(self, config: RunConfig, progress: Callable[[str], None] = print) -> None:
+        self.config, self.progress = config, progress
+        reg = registry()
+        self.method_cls = reg.method(config.method)
+        self.task = reg.task(config.task)()
+        self.params = self.method_cls.parse_params(config.params)
+        self.out_dir = Path(config.output)
+        check_writable(self.out_dir)
+        self._versions = {"r2f-bench": __version__, "torch": torch.__version__,
+                          f"method:{config.method}": reg.version_of("method", config.method),
+                          f"task:{config.task}": reg.version_of("task", config.task)}
+        data_dir = Path(config.data_dir) if config.data_dir else None
+        self.bench = self.task.load(data_dir, config.targets, config.limit, config.dev_targets)
+        self.targets: list[Target] = self.bench.targets
+        progress(f"{config.task}: {len(self.targets)} evaluation targets, {len(self.bench.dev_targets)} dev targets "
+                 f"from {self.bench.source} (revision {self.bench.revision})")
+        torch.manual_seed(config.seed)
+        self.model, self.tokenizer, self.model_label = self._build(config.model, DEFAULT_TARGET)
+        self._proxy: tuple | None = None
+        self.paraphraser = make_paraphraser(config.paraphraser, self.model, self.tokenizer)
+        self.ctx = Context(tokenizer=self.tokenizer, benchmark=self.bench, seed=config.seed,
+                           cache_dir=cache_root(), make_views=self._views, proxy=self._proxy_model,
+                           model_id=self.model_label, proxy_id=self._proxy_label(), progress=progress)
+        self.method = self.method_cls(self.params)
+        with measure() as setup_cost:
+            self.method.setup(self.model, self.ctx)
+        self.setup_seconds = setup_cost.seconds
+
+    # -- models ---------------------------------------------------------------
+    def _build(self, spec: str, default: EmbeddedSpec) -> tuple[torch.nn.Module, Any, str]:
+        if spec.startswith("embedded"):
+            es = default if spec in ("embedded", "embedded-proxy") else EmbeddedSpec.parse(spec)
+            facts = self.bench.teaching_set()
+            model, tok, info = embedded_model(es, facts, self.bench.general_prompts, progress=self.progress)
+            self.model_info = getattr(self, "model_info", None) or info
+            return model, tok, f"{info['label']} (embedded demo model, taught {info['facts']} facts)"
+        model, tok = hf_model(spec, trust_remote_code=self.config.trust_remote_code)
+        return model, tok, spec
+
+    def _proxy_label(self) -> str:
+        spec = self.config.proxy
+        if spec == "embedded-proxy":
+            return DEFAULT_PROXY.label
+        return EmbeddedSpec.parse(spec).label if spec.startswith("embedded") else spec
+
+    def _proxy_model(self) -> tuple[torch.nn.Module, Any]:
+        if self._proxy is None:
+            spec = self.config.proxy
+            model, tok, _ = self._build(spec, DEFAULT_PROXY) if spec.startswith("embedded") else \
+                (*hf_model(spec, self.config.trust_remote_code), spec)
+            self._proxy = (model, tok)
+        return self._proxy
+
+    def _views(self, facts: list[Probe]) -> list[list[Probe]]:
+        return build_views(facts, self.config.views, self.paraphraser)
+
+    # -- bookkeeping ----------------------------------------------------------
+    def data_revision(self) -> str:
+        return self.bench.revision
+
+    def versions(self) -> dict[str, str]:
+        return dict(self._versions)
+
+    def request(self, target: Target) -> ForgetRequest:
+        return ForgetRequest(target=target, views=self._views(target.request), retain=self.bench.retain_pool())
+
+    # -- evaluation -----------------------------------------------------------
+    def _probe_sets(self, target: Target, forget_only: bool = False) -> dict[str, list[Probe]]:
+        sets = {s: target.probes.get(s, []) for s in self.task.forget_sets}
+        if not forget_only:
+            sets.update({s: target.probes.get(s, []) for s in self.task.neighbor_sets})
+            sets[self.task.utility_set] = self.bench.utility
+        return sets
+
+    def _evaluate(self, model: torch.nn.Module, target: Target, forget_only: bool = False) -> dict[str, list[dict]]:
+        workdir = self.out_dir / "work" / f"{self.config.method}-{self.config.seed}"
+        return evaluate_probes(model, self.tokenizer, self.task, self._probe_sets(target, forget_only), workdir)
+
+    def _untouched(self, target: Target) -> dict[str, Any]:
+        """Scores of the untouched model on ``target``, cached on disk."""
+        key = hashlib.sha256(json.dumps([EVAL_VERSION, self.model_label, target.id, self.bench.revision,
+                                         self.config.task, self.config.seed,
+                                         getattr(self, "model_info", {}).get("key", "")]).encode()).hexdigest()[:16]
+        path = cache_root() / "evals" / f"{self.config.task}-{key}.json"
+        if path.is_file():
+            return json.loads(path.read_text())
+        result = {"scores": self._evaluate(self.model, target),
+                  "extra": self.task.extra_scores(self.model, self.tokenizer, self.bench, target)}
+        atomic_write_text(path, json.dumps(result))
+        return result
+
+    def _relearn(self, model: torch.nn.Module, request: ForgetRequest) -> torch.nn.Module:
+        """RAP's attack: fine-tune a copy on paraphrased views of half the facts."""
+        attacked = copy.deepcopy(model)
+        paraphrased = [p for view in request.views[1:] for p in view] or list(request.facts)
+        rng = random.Random(self.config.seed)
+        keep = {p.answer for p in rng.sample(list(request.facts), max(1, len(request.facts) // 2))}
+        data = [p for p in paraphrased if p.answer in keep]
+        for p in attacked.parameters():
+            p.requires_grad_(True)
+        finetune(attacked, self.tokenizer, data, epochs=10**6, lr=self.config.rap_lr, batch_size=16,
+                 max_steps=self.config.rap_steps, seed=self.config.seed)
+        return attacked
+
+    def run_target(self, target: Target) -> dict[str, Any]:
+        """Unlearn one target and return its result record."""
+        t0 = time.time()
+        request = self.request(target)
+        before = self._untouched(target)
+        torch.manual_seed(self.config.seed)
+        model = copy.deepcopy(self.model)
+        self.progress(f"{self.config.method} on {target.id}: unlearning")
+        with measure() as cost:
+            edit = self.method.unlearn(model, request, self.ctx)
+        info = {**edit.info, **self.method.diagnostics(self.model, request, self.ctx)}
+        self.progress(f"{self.config.method} on {target.id}: evaluating")
+        after = self._evaluate(edit.model, target)
+        relearned = self._evaluate(self._relearn(edit.model, request), target, forget_only=True)
+        extra_after = self.task.extra_scores(edit.model, self.tokenizer, self.bench, target)
+        return self._record(target, request, before, after, relearned, extra_after, cost, info,
+                            identity_alignment(self.model, edit.model, self.tokenizer, self.bench.general_prompts),
+                            time.time() - t0)
+
+    def _record(self, target, request, before, after, relearned, extra_after, cost, info, mia, wall) -> dict:
+        forget = self.task.forget_sets
+        answered = lambda scores: [bool(s.get("answered", s.get("acc", 0.0))) for st in forget for s in scores.get(st, [])]
+        score = lambda rows: mean([r.get("rouge_l_recall", r.get("acc", 0.0)) for r in rows])
+        b_scores, util = before["scores"], self.task.utility_set
+        set_before = {s: score(rows) for s, rows in b_scores.items()}
+        set_after = {s: score(rows) for s, rows in after.items()}
+        b_ans, a_ans, r_ans = answered(b_scores), answered(after), answered(relearned)
+        record = {
+            "method": self.config.method, "task": self.config.task, "target": target.id, "seed": self.config.seed,
+            "usr": usr(b_ans, a_ans),
+            "gur": retention(set_before[util], set_after[util]),
+            "rap": recovery(b_ans, r_ans),
+            "mia": mia,
+            "seconds": cost.seconds, "peak_mem_mb": cost.peak_mem_mb,
+            "known_forget_probes": sum(b_ans), "forget_probes": len(b_ans),
+            "official": {"before": {**self.task.official_scores(set_before), **before["extra"]},
+                         "after": {**self.task.official_scores(set_after), **extra_after}},
+            "set_scores": {"before": set_before, "after": set_after},
+            "info": info,
+            "views": [[p.question for p in view] for view in request.views],
+            "models": {"target": self.model_label, "proxy": self.ctx.proxy_id},
+            "config": self.config.to_dict(), "params": asdict(self.params),
+            "versions": self.versions(), "data_revision": self.bench.revision,
+            "setup_seconds": self.setup_seconds, "wall_seconds": wall,
+            "host": platform.node(),
+        }
+        if "grad_cosine" in info:
+            record["grad_cosine"] = info["grad_cosine"]
+        return record
+
+
+def run(config: RunConfig, progress: Callable[[str], None] = print) -> list[dict[str, Any]]:
+    """Run every target of ``config`` and append each record to ``<output>/results.jsonl``."""
+    r = Run(config, progress)
+    records = []
+    for target in r.targets:
+        record = r.run_target(target)
+        append_line(Path(config.output) / "results.jsonl", json.dumps(record))
+        records.append(record)
+    return records

@@ -1,0 +1,118 @@
+"""The durable results store: one atomically written JSON file per finished job.
+
+Layout under an output directory::
+
+    <output>/jobs/<key>.json   one finished (config, target) result; the truth
+    <output>/results.jsonl     the same records, one line each, as they finish (a log)
+
+A job's key is the SHA-256 of the canonical JSON of everything that determines its
+result: the full run configuration (less ``output``, which only says where results
+go), the target id, the data revision and the plugin and library versions. A changed
+hyper-parameter, seed, model, data file or plugin release therefore gives a new key
+and a fresh run; an unchanged one is found done and skipped.
+
+Concurrency: every file is written beside its final name and renamed into place,
+so readers never see half a record, and processes writing distinct keys never
+touch the same file. Two processes that finish the same key both rename a complete
+file onto it; either one is a valid result (idempotent). The log is appended with
+a single ``O_APPEND`` write per line; it may repeat a key that ran twice, the
+per-job files never do.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import warnings
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+from r2f_plugin.storage import append_line, atomic_path
+
+JOBS_DIR = "jobs"
+LOG_FILE = "results.jsonl"
+
+
+def canonical_json(obj: Any) -> str:
+    """JSON with sorted keys and no whitespace: equal values give equal text."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def job_key(config: Mapping[str, Any], target: str, data_revision: str,
+            versions: Mapping[str, str]) -> str:
+    """The store key of one target of one run configuration (``RunConfig.to_dict()``)."""
+    identity = {
+        "config": {k: v for k, v in config.items() if k != "output"},
+        "target": str(target),
+        "data_revision": data_revision,
+        "versions": dict(versions),
+    }
+    return hashlib.sha256(canonical_json(identity).encode("utf-8")).hexdigest()
+
+
+def record_key(record: Mapping[str, Any]) -> str:
+    """The key of a result record, recomputed from the fields it carries."""
+    return job_key(record["config"], record["target"], record["data_revision"], record["versions"])
+
+
+class Store:
+    """Finished jobs under ``<root>/jobs``; safe to share between processes."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root)
+        self.jobs = self.root / JOBS_DIR
+        self.log = self.root / LOG_FILE
+
+    def path(self, key: str) -> Path:
+        if not key or not all(c in "0123456789abcdef" for c in key):
+            raise ValueError(f"not a store key: {key!r}")
+        return self.jobs / f"{key}.json"
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        """The record stored under ``key``; ``None`` if absent or unreadable."""
+        return _read(self.path(key))
+
+    def done(self, key: str) -> bool:
+        return self.get(key) is not None
+
+    def put(self, key: str, record: Mapping[str, Any]) -> dict[str, Any]:
+        """Write ``record`` under ``key`` atomically (and durably), then log it.
+
+        The stored record carries its ``key``; it is returned.
+        """
+        stored = {**record, "key": key}
+        text = json.dumps(stored, indent=1, sort_keys=True, default=str) + "\n"
+        with atomic_path(self.path(key)) as tmp:
+            with open(tmp, "w", encoding="utf-8") as f:
+                f.write(text)
+                f.flush()
+                os.fsync(f.fileno())
+        append_line(self.log, canonical_json(stored))
+        return stored
+
+    def keys(self) -> list[str]:
+        if not self.jobs.is_dir():
+            return []
+        return sorted(p.stem for p in self.jobs.glob("*.json"))
+
+    def records(self) -> Iterator[dict[str, Any]]:
+        """Every finished record, in key order; unreadable files are skipped with a warning."""
+        for key in self.keys():
+            record = self.get(key)
+            if record is None:
+                warnings.warn(f"skipping unreadable result {self.path(key)}; delete it to re-run that job.",
+                              stacklevel=2)
+                continue
+            yield record
+
+    def __len__(self) -> int:
+        return len(self.keys())
+
+
+def _read(path: Path) -> dict[str, Any] | None:
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    return record if isinstance(record, dict) else None

@@ -1,0 +1,311 @@
+"""Sweeps: plan many single runs, spread them over processes, store each result as it finishes.
+
+A *job* is one run configuration (method × task × seed × models × setting); it
+yields one record per evaluation target. Under ``accelerate launch`` process ``i``
+of ``n`` takes jobs ``i, i+n, i+2n, ...`` of the same deterministic plan, and runs
+each alone on its own device (independent jobs: no DistributedDataParallel).
+Before a target runs, its key (see :mod:`r2f_plugin.store`) is looked up and a
+finished one is skipped, so re-running an interrupted or extended sweep only does
+what is missing.
+
+Runnable as ``python -m r2f_plugin.sweep`` (hence ``accelerate launch -m
+r2f_plugin.sweep``) with the same arguments as ``r2f-bench sweep``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import itertools
+import sys
+import traceback
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Sequence
+
+from r2f_plugin.errors import UserError
+from r2f_plugin.storage import check_writable
+from r2f_plugin.store import Store, job_key
+
+DEFAULT_RUNNER = "r2f_plugin.runner"
+DEFAULT_OUTPUT = "r2f-output"
+ABLATION_METHOD = "r2f"
+RANKS = (2, 4, 8, 12, 16)
+VIEWS = tuple(range(1, 9))
+FAMILIES = ("mistral", "llama", "gpt2")
+TRANSFER_TARGETS = tuple(f"embedded:{f}-h{h}-l4" for f in FAMILIES for h in (128, 256))
+TRANSFER_PROXIES = tuple(f"embedded:{f}-h{h}-l2" for f in FAMILIES for h in (64, 96))
+ABLATIONS = ("rank", "views", "transfer")
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Job:
+    """One planned run: keyword arguments of the runner's ``RunConfig``."""
+
+    fields: dict[str, Any] = field(hash=False)
+
+    @property
+    def label(self) -> str:
+        f = self.fields
+        extra = [f"{k}={v}" for k, v in sorted(f.get("params", {}).items())]
+        extra += [f"{k}={f[k]}" for k in ("views", "model", "proxy") if f.get(k) is not None]
+        return f"{f['method']}/{f['task']}/seed{f['seed']}" + (f" [{', '.join(extra)}]" if extra else "")
+
+
+@dataclass
+class SweepReport:
+    planned: int = 0
+    assigned: int = 0  # jobs this process took
+    ran: int = 0  # targets run and stored
+    skipped: int = 0  # targets already in the store
+    failed: list[str] = field(default_factory=list)
+
+
+# -- planning -----------------------------------------------------------------
+def split_list(text: str | None) -> list[str]:
+    return [x.strip() for x in (text or "").split(",") if x.strip()]
+
+
+def parse_seeds(text: str) -> list[int]:
+    """``0,1,2`` or ``0-4`` (inclusive ranges), mixed freely."""
+    seeds: list[int] = []
+    for part in split_list(text):
+        lo, sep, hi = part.partition("-")
+        try:
+            seeds += list(range(int(lo), int(hi) + 1)) if sep else [int(part)]
+        except ValueError:
+            raise UserError(f"bad --seeds item {part!r}; write e.g. 0,1,2 or 0-4.") from None
+    if not seeds:
+        raise UserError("--seeds is empty; write e.g. 0,1,2.")
+    return list(dict.fromkeys(seeds))
+
+
+def expand(names: Sequence[str], kind: str, registry: Any = None, check: bool = True) -> list[str]:
+    """Resolve ``all`` to every registered method or task; with ``check``, reject unknown names.
+
+    (A custom runner resolves its own names, so its sweeps pass ``check=False``.)
+    """
+    flag = "--methods" if kind == "method" else "--tasks"
+    if not names:
+        raise UserError(f"{flag} is empty; name some or pass `all`.")
+    if not check and "all" not in names:
+        return list(dict.fromkeys(names))
+    if registry is None:
+        from r2f_plugin.plugins import registry as get_registry
+
+        registry = get_registry()
+    known = [info.name for info in registry.listing(kind)]
+    if list(names) == ["all"]:
+        if not known:
+            raise UserError(f"no {kind}s are registered; install r2f-bench (pip install -e .) or a plugin.")
+        return known
+    for name in names:
+        if name not in known:
+            raise UserError(f"unknown {kind} {name!r} in {flag}; choose from: {', '.join(known) or 'none registered'} or `all`.")
+    return list(dict.fromkeys(names))
+
+
+def plan(methods: Sequence[str], tasks: Sequence[str], seeds: Sequence[int], *,
+         ablation: str | None = None, models: Sequence[str | None] = (None,),
+         proxies: Sequence[str | None] = (None,), params: dict[str, str] | None = None,
+         views: int | None = None, data_dir: str | None = None, targets: list[str] | None = None,
+         limit: int | None = None, output: str = DEFAULT_OUTPUT) -> list[Job]:
+    """The jobs of a sweep, in a deterministic order (seed-major, so early seeds fill tables first).
+
+    ``None`` for a model, proxy or ``views`` means the runner's default. An
+    ``ablation`` multiplies the jobs by its settings: ``rank`` (R2F's LoRA rank,
+    ``params["rank"]``), ``views`` (1-8), or ``transfer`` (every target model ×
+    every proxy; :data:`TRANSFER_TARGETS` × :data:`TRANSFER_PROXIES` unless
+    models or proxies are given).
+    """
+    params = dict(params or {})
+    settings: list[dict[str, Any]]
+    if ablation is None:
+        settings = [{}]
+    elif ablation == "rank":
+        settings = [{"params": {**params, "rank": str(r)}} for r in RANKS]
+    elif ablation == "views":
+        settings = [{"views": v} for v in VIEWS]
+    elif ablation == "transfer":
+        settings = [{}]
+        models = models if any(m is not None for m in models) else TRANSFER_TARGETS
+        proxies = proxies if any(p is not None for p in proxies) else TRANSFER_PROXIES
+    else:
+        raise UserError(f"unknown --ablation {ablation!r}; choose one of {', '.join(ABLATIONS)}.")
+    common = {"data_dir": data_dir, "targets": list(targets) if targets else None, "limit": limit}
+    jobs: dict[str, Job] = {}
+    for seed, task, model, proxy, setting, method in itertools.product(
+            seeds, tasks, models, proxies, settings, methods):
+        fields: dict[str, Any] = {"method": method, "task": task, "seed": seed, "output": output,
+                                  "params": dict(params), **{k: v for k, v in common.items() if v is not None}}
+        for name, value in (("model", model), ("proxy", proxy), ("views", views)):
+            if value is not None:
+                fields[name] = value
+        fields.update(setting)
+        job = Job(fields)
+        jobs.setdefault(job.label, job)
+    return list(jobs.values())
+
+
+def shard(jobs: Sequence[Job], index: int, count: int) -> list[Job]:
+    """Process ``index`` of ``count`` takes every ``count``-th job from position ``index``."""
+    if not 0 <= index < count:
+        raise ValueError(f"process index {index} outside 0..{count - 1}")
+    return list(jobs[index::count])
+
+
+# -- execution ----------------------------------------------------------------
+def load_runner(spec: str = DEFAULT_RUNNER) -> Any:
+    """Import the module implementing the runner API (``RunConfig`` and ``Run``)."""
+    try:
+        module = importlib.import_module(spec)
+    except ModuleNotFoundError as exc:
+        if exc.name is None or not (spec == exc.name or spec.startswith(exc.name + ".")):
+            raise  # the runner exists but one of its own imports failed
+        raise UserError(f"cannot import runner module {spec!r}; pass --runner a module that defines RunConfig and Run.") from None
+    if not all(hasattr(module, a) for a in ("RunConfig", "Run")):
+        raise UserError(f"runner module {spec!r} lacks RunConfig or Run; pass --runner a module that defines both.")
+    return module
+
+
+def execute(jobs: Sequence[Job], output: str, *, runner: Any = None,
+            process: tuple[int, int] | None = None, keep_going: bool = False,
+            progress: Progress = print) -> SweepReport:
+    """Run this process's share of ``jobs``, skipping finished targets and storing each new one at once.
+
+    ``runner`` provides ``RunConfig(**fields)`` and ``Run(config, progress=...)``
+    (default: :mod:`r2f_plugin.runner`). ``process`` is (index, count); by default
+    it comes from Accelerate. A failing job stops the sweep unless ``keep_going``,
+    in which case the failures are listed in the report.
+    """
+    runner = runner if runner is not None else load_runner()
+    if process is None:
+        from r2f_plugin.distributed import process_state
+
+        state = process_state()
+        process = (state.process_index, state.num_processes)
+    index, count = process
+    say = progress if count == 1 else (lambda msg: progress(f"[process {index + 1}/{count}] {msg}"))
+    store = Store(output)
+    check_writable(store.root)
+    mine = shard(jobs, index, count)
+    report = SweepReport(planned=len(jobs), assigned=len(mine))
+    for n, job in enumerate(mine, 1):
+        say(f"job {n}/{len(mine)}: {job.label}")
+        try:
+            _run_job(job, runner, store, report, say)
+        except Exception as exc:  # noqa: BLE001 - reported, then re-raised unless keep_going
+            if not keep_going:
+                raise
+            report.failed.append(f"{job.label}: {type(exc).__name__}: {exc}")
+            say(f"job failed: {job.label}\n{traceback.format_exc()}")
+    return report
+
+
+def _run_job(job: Job, runner: Any, store: Store, report: SweepReport, say: Progress) -> None:
+    config = runner.RunConfig(**job.fields)
+    run = runner.Run(config, progress=say)
+    identity = config.to_dict()
+    revision, versions = run.data_revision(), run.versions()
+    for target in run.targets:
+        key = job_key(identity, target.id, revision, versions)
+        if store.done(key):
+            report.skipped += 1
+            say(f"  {target.id}: already done ({key[:12]})")
+            continue
+        record = dict(run.run_target(target))
+        record.setdefault("target", target.id)
+        record.setdefault("config", identity)
+        record.setdefault("data_revision", revision)
+        record.setdefault("versions", versions)
+        store.put(key, record)
+        report.ran += 1
+        say(f"  {target.id}: stored {key[:12]}")
+
+
+# -- command line -------------------------------------------------------------
+def _add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--methods", default=None,
+                   help=f"comma-separated methods, or `all` (default: all; {ABLATION_METHOD} with --ablation)")
+    p.add_argument("--tasks", default="all", help="comma-separated tasks, or `all` (default)")
+    p.add_argument("--seeds", default="0", help="seeds, e.g. 0,1,2 or 0-4 (default 0)")
+    p.add_argument("--ablation", choices=ABLATIONS, default=None,
+                   help="paper ablation preset: rank (LoRA rank 2,4,8,12,16), views (1-8), "
+                        "transfer (target models × proxies)")
+    p.add_argument("--model", default=None, help="target model(s), comma-separated (default: the embedded model)")
+    p.add_argument("--proxy", default=None, help="proxy model(s), comma-separated (default: the embedded proxy)")
+    p.add_argument("--set", dest="assignments", action="append", default=[], metavar="NAME=VALUE",
+                   help="method hyper-parameter override, repeatable")
+    p.add_argument("--views", type=int, default=None, help="paraphrase views per request (default: the runner's)")
+    p.add_argument("--data-dir", default=None, help="benchmark data in its official layout (default: bundled sample)")
+    p.add_argument("--targets", default=None, help="comma-separated target ids or names")
+    p.add_argument("--limit", type=int, default=None, help="evaluate only the first N targets")
+    p.add_argument("--output", default=DEFAULT_OUTPUT, help=f"results store directory (default {DEFAULT_OUTPUT})")
+    p.add_argument("--keep-going", action="store_true", help="run the remaining jobs when one fails")
+    p.add_argument("--dry-run", action="store_true", help="print the plan and this process's share; run nothing")
+    p.add_argument("--runner", default=DEFAULT_RUNNER,
+                   help="module implementing the runner API (RunConfig, Run), which then also checks method "
+                        "and task names; for tests and custom pipelines (default %(default)s)")
+
+
+def sweep_command(args: argparse.Namespace) -> None:
+    """Handler of ``r2f-bench sweep`` and ``python -m r2f_plugin.sweep``."""
+    from r2f_plugin.unlearner import parse_assignments
+
+    if args.methods is None:
+        methods = [ABLATION_METHOD] if args.ablation in ("rank", "views", "transfer") else ["all"]
+    else:
+        methods = split_list(args.methods)
+    check = args.runner == DEFAULT_RUNNER
+    jobs = plan(expand(methods, "method", check=check), expand(split_list(args.tasks), "task", check=check),
+                parse_seeds(args.seeds),
+                ablation=args.ablation, models=split_list(args.model) or [None],
+                proxies=split_list(args.proxy) or [None], params=parse_assignments(args.assignments),
+                views=args.views, data_dir=args.data_dir, targets=split_list(args.targets) or None,
+                limit=args.limit, output=args.output)
+    from r2f_plugin.distributed import process_state, release_process_group
+
+    state = process_state()
+    process = (state.process_index, state.num_processes)
+    try:
+        if args.dry_run:
+            share = {j.label for j in shard(jobs, *process)}
+            for n, job in enumerate(jobs, 1):
+                print(f"{n:4d} {'*' if job.label in share else ' '} {job.label}")
+            print(f"{len(jobs)} jobs planned; * = taken by process {process[0] + 1} of {process[1]}")
+            return
+        report = execute(jobs, args.output, runner=load_runner(args.runner), process=process,
+                         keep_going=args.keep_going)
+    finally:
+        release_process_group()
+    print(f"sweep: {report.assigned} of {report.planned} jobs here; {report.ran} targets run, "
+          f"{report.skipped} already done; results in {Store(args.output).jobs}")
+    if report.failed:
+        raise UserError(f"{len(report.failed)} job(s) failed ({'; '.join(report.failed)}); fix and re-run the same command to resume.")
+
+
+def add_sweep_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add ``sweep`` to the CLI's subparsers (``args.func(args)`` runs it)."""
+    p = subparsers.add_parser("sweep", help="plan and run many jobs; resumable, Accelerate-aware",
+                              description=__doc__.split("\n\n")[0])
+    _add_arguments(p)
+    p.set_defaults(func=sweep_command)
+    return p
+
+
+def main(argv: Iterable[str] | None = None) -> int:
+    """Entry point of ``python -m r2f_plugin.sweep`` (and ``accelerate launch -m r2f_plugin.sweep``)."""
+    parser = argparse.ArgumentParser(prog="python -m r2f_plugin.sweep", description=__doc__.split("\n\n")[0])
+    _add_arguments(parser)
+    args = parser.parse_args(None if argv is None else list(argv))
+    try:
+        sweep_command(args)
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

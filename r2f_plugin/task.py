@@ -1,0 +1,84 @@
+"""The contract every benchmark implements."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import Any, ClassVar
+
+from r2f_plugin.data import Benchmark
+from r2f_plugin.errors import UserError
+
+
+class Task(ABC):
+    """A benchmark: loads its official layout and names its probe sets.
+
+    ``forget_sets`` and ``neighbor_sets`` are probe-set names of each target;
+    each set is also an lm-eval task named ``f"{name}_{set}"`` whose YAML lives in
+    :meth:`yaml_dir`.
+    """
+
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    forget_sets: ClassVar[tuple[str, ...]] = ()
+    neighbor_sets: ClassVar[tuple[str, ...]] = ()
+    utility_set: ClassVar[str] = "utility"
+    # generation length for each lm-eval task of this benchmark
+    max_answer_tokens: ClassVar[int] = 16
+
+    @abstractmethod
+    def load(self, data_dir: Path | None, targets: list[str] | None, limit: int | None,
+             n_dev: int) -> Benchmark:
+        """Read the benchmark from ``data_dir`` (``None``: the bundled sample).
+
+        ``targets`` picks evaluation targets by id or name, else the first ``limit``;
+        ``n_dev`` targets disjoint from them form the dev split.
+        """
+
+    @classmethod
+    @abstractmethod
+    def yaml_dir(cls) -> Path:
+        """Directory holding this task's lm-eval YAMLs (for ``--include_path``)."""
+
+    def official_scores(self, set_scores: dict[str, float]) -> dict[str, float]:
+        """The benchmark's own headline numbers from per-set mean scores.
+
+        The default reports each forget and neighbour set's mean under its own name.
+        """
+        return {s: set_scores[s] for s in self.forget_sets + self.neighbor_sets if s in set_scores}
+
+    def extra_scores(self, model: Any, tokenizer: Any, benchmark: Benchmark, target: Any) -> dict[str, float]:
+        """Official metrics that are not per-probe generations (e.g. MUSE PrivLeak's
+        Min-K% scores). Called on the untouched and on the unlearned model; the
+        default has none."""
+        return {}
+
+    def lm_eval_name(self, probe_set: str) -> str:
+        return f"{self.name}_{probe_set}"
+
+
+def read_json(path: Path, required: tuple[str, ...] = ()) -> Any:
+    """Read a JSON file, failing with one line that names the file and the problem."""
+    if not path.is_file():
+        raise UserError(f"missing data file {path}; check --data-dir points at the benchmark's official layout.")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise UserError(f"malformed data file {path}: {exc}; restore the original file.") from None
+    rows = data if isinstance(data, list) else [data]
+    for i, row in enumerate(rows):
+        missing = [k for k in required if not isinstance(row, dict) or k not in row]
+        if missing:
+            raise UserError(f"malformed data file {path}: row {i} lacks field {missing[0]!r}; restore the original file.")
+    return data
+
+
+def content_hash(paths: list[Path]) -> str:
+    """Short hash of the files' bytes: the data revision recorded with each result."""
+    h = hashlib.sha256()
+    for p in sorted(paths):
+        h.update(p.name.encode())
+        h.update(p.read_bytes())
+    return h.hexdigest()[:12]

@@ -1,0 +1,117 @@
+"""Tokenising (prompt, answer) pairs, the answer likelihood, and plain fine-tuning.
+
+Used to teach the embedded models their facts, by the relearning attack (RAP) and
+by every method that needs a loss on answers.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any, Callable, Iterable, Sequence
+
+import torch
+import torch.nn.functional as F
+
+from r2f_plugin.data import Probe
+
+MAX_LENGTH = 128
+
+
+def encode(tokenizer: Any, probes: Sequence[Probe], answers: Sequence[str] | None = None,
+           device: torch.device | str = "cpu") -> dict[str, torch.Tensor]:
+    """Right-padded batch of ``prompt + " " + answer + eos``; labels only on the answer.
+
+    ``answers`` replaces the probes' answers (e.g. a refusal or a wrong answer).
+    """
+    answers = answers if answers is not None else [p.answer for p in probes]
+    seqs, labels = [], []
+    for p, a in zip(probes, answers):
+        prompt = tokenizer(p.prompt, add_special_tokens=False)["input_ids"]
+        answer = tokenizer(" " + a, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+        ids = (prompt + answer)[-MAX_LENGTH:]
+        n_ans = min(len(answer), len(ids))
+        seqs.append(ids)
+        labels.append([-100] * (len(ids) - n_ans) + ids[len(ids) - n_ans:])
+    width = max(len(s) for s in seqs)
+    pad = tokenizer.pad_token_id
+    return {
+        "input_ids": torch.tensor([s + [pad] * (width - len(s)) for s in seqs], device=device),
+        "attention_mask": torch.tensor([[1] * len(s) + [0] * (width - len(s)) for s in seqs], device=device),
+        "labels": torch.tensor([lab + [-100] * (width - len(lab)) for lab in labels], device=device),
+    }
+
+
+def token_nll(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-token negative log-likelihood of the labels and the mask of labelled tokens."""
+    logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+    logits, labels = logits[:, :-1].float(), batch["labels"][:, 1:]
+    mask = labels != -100
+    nll = F.cross_entropy(logits.reshape(-1, logits.size(-1)), labels.clamp(min=0).reshape(-1),
+                          reduction="none").view_as(labels)
+    return nll * mask, mask
+
+
+def answer_nll(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """Mean answer-token NLL of each sequence (shape: batch)."""
+    nll, mask = token_nll(model, batch)
+    return nll.sum(1) / mask.sum(1).clamp(min=1)
+
+
+def batches(items: Sequence[Any], size: int, rng: random.Random | None = None) -> Iterable[list[Any]]:
+    order = list(range(len(items)))
+    if rng is not None:
+        rng.shuffle(order)
+    for i in range(0, len(order), size):
+        yield [items[j] for j in order[i:i + size]]
+
+
+def finetune(model: torch.nn.Module, tokenizer: Any, probes: list[Probe], epochs: int = 1, lr: float = 1e-3,
+             batch_size: int = 32, stop_accuracy: float | None = None, max_steps: int | None = None,
+             progress: Callable[[str], None] | None = None, seed: int = 0) -> int:
+    """AdamW on the answer NLL. Stops after ``max_steps`` optimiser steps, or once the
+    answer-token accuracy reaches ``stop_accuracy`` (checked every 5 epochs).
+    Returns the number of epochs run.
+    """
+    device = next(model.parameters()).device
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
+    rng = random.Random(seed)
+    steps = 0
+    model.train()
+    for epoch in range(1, epochs + 1):
+        for chunk in batches(probes, batch_size, rng):
+            loss = answer_nll(model, encode(tokenizer, chunk, device=device)).mean()
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            steps += 1
+            if max_steps is not None and steps >= max_steps:
+                model.eval()
+                return epoch
+        if stop_accuracy is not None and epoch % 5 == 0:
+            acc = answer_accuracy(model, tokenizer, probes)
+            if progress:
+                progress(f"  epoch {epoch}: loss {loss.item():.3f}, answer-token accuracy {acc:.3f}")
+            if acc >= stop_accuracy:
+                break
+            model.train()
+    model.eval()
+    return epoch
+
+
+@torch.no_grad()
+def answer_accuracy(model: torch.nn.Module, tokenizer: Any, probes: Sequence[Probe], batch_size: int = 64) -> float:
+    """Share of answer tokens predicted correctly under teacher forcing."""
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    hit = total = 0
+    for chunk in batches(probes, batch_size):
+        batch = encode(tokenizer, chunk, device=device)
+        logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits[:, :-1]
+        labels = batch["labels"][:, 1:]
+        mask = labels != -100
+        hit += int(((logits.argmax(-1) == labels) & mask).sum())
+        total += int(mask.sum())
+    model.train(was_training)
+    return hit / max(total, 1)

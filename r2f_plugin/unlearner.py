@@ -1,0 +1,130 @@
+"""The contract every unlearning method implements.
+
+A method is a subclass of :class:`Unlearner` registered through the
+``register_unlearners`` hook. It covers three shapes of method:
+
+* weight editing (R2F, FullGrad, LoRA, gradient ascent, SKU, DeepCUT): ``unlearn``
+  edits the model it is given and returns it;
+* methods that need a frozen copy (SCRUB): they copy what they need inside
+  ``unlearn`` with :func:`copy.deepcopy`;
+* inference-time methods (ECO): they leave every weight as it is and return a
+  model whose forward pass is wrapped (hooks), evaluated by the same code path.
+
+The runner hands each deletion a fresh copy of the untouched model, so a method
+may edit in place freely.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, ClassVar
+
+import torch
+
+from r2f_plugin.data import Benchmark, ForgetRequest, Probe
+from r2f_plugin.errors import UserError
+
+
+@dataclass
+class NoParams:
+    """A method without hyper-parameters."""
+
+
+@dataclass
+class Edit:
+    """What a method returns: the model to evaluate and what it wants recorded."""
+
+    model: torch.nn.Module
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Context:
+    """What the runner gives a method besides the model and the request."""
+
+    tokenizer: Any
+    benchmark: Benchmark
+    seed: int
+    cache_dir: Path
+    make_views: Callable[[list[Probe]], list[list[Probe]]]  # the run's paraphrase views of facts
+    proxy: Callable[[], tuple[torch.nn.Module, Any]] | None = None  # lazily built (model, tokenizer)
+    model_id: str = ""  # identifies the target model (for caches keyed by model)
+    proxy_id: str = ""
+    progress: Callable[[str], None] = print
+
+
+class Unlearner(ABC):
+    """Base class of every unlearning method.
+
+    Subclasses set ``name`` (the ``--method`` value), ``Params`` (a dataclass whose
+    fields are the method's hyper-parameters, each with a default and a
+    ``metadata={"help": ...}``) and implement :meth:`unlearn`.
+    """
+
+    name: ClassVar[str] = ""
+    Params: ClassVar[type] = NoParams
+    edits_weights: ClassVar[bool] = True
+
+    def __init__(self, params: Any | None = None) -> None:
+        self.params = params if params is not None else self.Params()
+
+    def setup(self, model: torch.nn.Module, ctx: Context) -> None:
+        """One-time preparation shared by all deletions (e.g. fitting R2F's decoder).
+
+        Not counted in per-deletion time or memory. The default does nothing.
+        """
+
+    def diagnostics(self, original: torch.nn.Module, request: ForgetRequest, ctx: Context) -> dict[str, Any]:
+        """Evaluation-only measurements taken after the timed deletion, given the
+        untouched model (R2F: decoded-vs-exact gradient cosine). Default: none."""
+        return {}
+
+    @abstractmethod
+    def unlearn(self, model: torch.nn.Module, request: ForgetRequest, ctx: Context) -> Edit:
+        """Remove the request's knowledge from ``model`` and return the model to evaluate."""
+
+    # -- hyper-parameters ---------------------------------------------------
+    @classmethod
+    def parse_params(cls, overrides: dict[str, str] | None = None) -> Any:
+        """Build ``Params`` from defaults plus ``--set name=value`` strings."""
+        fields = {f.name: f for f in dataclasses.fields(cls.Params)}
+        values: dict[str, Any] = {}
+        for key, raw in (overrides or {}).items():
+            if key not in fields:
+                known = ", ".join(fields) or "none"
+                raise UserError(f"method {cls.name!r} has no parameter {key!r}; its parameters are: {known}.")
+            values[key] = _coerce(raw, fields[key], cls.name)
+        return cls.Params(**values)
+
+    @classmethod
+    def describe_params(cls) -> list[dict[str, Any]]:
+        return [{"name": f.name, "default": f.default, "help": f.metadata.get("help", "")}
+                for f in dataclasses.fields(cls.Params)]
+
+
+def _coerce(raw: str, f: dataclasses.Field, method: str) -> Any:
+    kind = type(f.default)
+    try:
+        if kind is bool:
+            if raw.lower() not in {"true", "false", "1", "0", "yes", "no"}:
+                raise ValueError(raw)
+            return raw.lower() in {"true", "1", "yes"}
+        if kind in (tuple, list):
+            return kind(x.strip() for x in raw.split(",") if x.strip())
+        return kind(raw)
+    except ValueError:
+        raise UserError(f"parameter {f.name!r} of method {method!r} expects a {kind.__name__}, got {raw!r}.") from None
+
+
+def parse_assignments(items: list[str]) -> dict[str, str]:
+    """Turn ``["a=1", "b=x"]`` into a dict, with a clear error for malformed items."""
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UserError(f"--set expects name=value, got {item!r}.")
+        out[key.strip()] = value.strip()
+    return out
