@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import warnings
 from typing import Callable
@@ -123,13 +124,20 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--json", action="store_true")
         p.set_defaults(func=cmd_list(kind))
     from r2f_plugin import decoder_cli
+    from r2f_plugin.plots import add_plot_parser
+    from r2f_plugin.sweep import add_sweep_parser
+    from r2f_plugin.tables import add_table_parser
 
     decoder_cli.add_parser(sub)
+    add_sweep_parser(sub)
+    add_table_parser(sub)
+    add_plot_parser(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     warnings.filterwarnings("ignore", category=FutureWarning)
+    os.environ.setdefault("TQDM_DISABLE", "1")  # our own progress lines replace library bars
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -28,7 +28,7 @@ from typing import Iterator
 # Read by lm-eval / torchrun-aware code to infer a multi-process launch.
 LAUNCH_VARIABLES = ("LOCAL_RANK", "RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK")
 
-_env_lock = threading.Lock()
+_env_lock = threading.RLock()  # re-entrant: nesting is harmless
 
 
 @contextmanager

@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import os
 import platform
 import random
 import time
@@ -23,6 +24,7 @@ import torch
 
 from r2f_plugin import __version__
 from r2f_plugin.data import ForgetRequest, Probe, Target
+from r2f_plugin.distributed import single_process_eval
 from r2f_plugin.errors import UserError
 from r2f_plugin.lmeval import evaluate_probes
 from r2f_plugin.measure import measure
@@ -140,8 +142,9 @@ class Run:
         return sets
 
     def _evaluate(self, model: torch.nn.Module, target: Target, forget_only: bool = False) -> dict[str, list[dict]]:
-        workdir = self.out_dir / "work" / f"{self.config.method}-{self.config.seed}"
-        return evaluate_probes(model, self.tokenizer, self.task, self._probe_sets(target, forget_only), workdir)
+        workdir = self.out_dir / "work" / f"{self.config.method}-{self.config.seed}-{os.getpid()}"
+        with single_process_eval():
+            return evaluate_probes(model, self.tokenizer, self.task, self._probe_sets(target, forget_only), workdir)
 
     def _untouched(self, target: Target) -> dict[str, Any]:
         """Scores of the untouched model on ``target``, cached on disk."""

@@ -65,7 +65,7 @@ class Store:
         self.log = self.root / LOG_FILE
 
     def path(self, key: str) -> Path:
-        if not key or not all(c in "0123456789abcdef" for c in key):
+        if not _is_key(key):
             raise ValueError(f"not a store key: {key!r}")
         return self.jobs / f"{key}.json"
 
@@ -88,20 +88,21 @@ class Store:
                 f.write(text)
                 f.flush()
                 os.fsync(f.fileno())
+        _fsync_dir(self.jobs)
         append_line(self.log, canonical_json(stored))
         return stored
 
     def keys(self) -> list[str]:
         if not self.jobs.is_dir():
             return []
-        return sorted(p.stem for p in self.jobs.glob("*.json"))
+        return sorted(p.stem for p in self.jobs.glob("*.json") if _is_key(p.stem))
 
     def records(self) -> Iterator[dict[str, Any]]:
         """Every finished record, in key order; unreadable files are skipped with a warning."""
         for key in self.keys():
             record = self.get(key)
             if record is None:
-                warnings.warn(f"skipping unreadable result {self.path(key)}; delete it to re-run that job.",
+                warnings.warn(f"skipping unreadable result {self.path(key)}; the next sweep re-runs that job.",
                               stacklevel=2)
                 continue
             yield record
@@ -110,9 +111,27 @@ class Store:
         return len(self.keys())
 
 
+def _is_key(text: str) -> bool:
+    return bool(text) and all(c in "0123456789abcdef" for c in text)
+
+
 def _read(path: Path) -> dict[str, Any] | None:
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return None
     return record if isinstance(record, dict) else None
+
+
+def _fsync_dir(path: Path) -> None:
+    """Make a rename in ``path`` durable (best effort: not every platform allows it)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

@@ -17,8 +17,11 @@ from __future__ import annotations
 import argparse
 import importlib
 import itertools
+import os
 import sys
 import traceback
+import warnings
+from functools import partial
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
@@ -37,6 +40,7 @@ TRANSFER_PROXIES = tuple(f"embedded:{f}-h{h}-l2" for f in FAMILIES for h in (64,
 ABLATIONS = ("rank", "views", "transfer")
 
 Progress = Callable[[str], None]
+_print: Progress = partial(print, flush=True)
 
 
 @dataclass(frozen=True)
@@ -110,10 +114,11 @@ def plan(methods: Sequence[str], tasks: Sequence[str], seeds: Sequence[int], *,
          ablation: str | None = None, models: Sequence[str | None] = (None,),
          proxies: Sequence[str | None] = (None,), params: dict[str, str] | None = None,
          views: int | None = None, data_dir: str | None = None, targets: list[str] | None = None,
-         limit: int | None = None, output: str = DEFAULT_OUTPUT) -> list[Job]:
+         limit: int | None = None, output: str = DEFAULT_OUTPUT, **extra: Any) -> list[Job]:
     """The jobs of a sweep, in a deterministic order (seed-major, so early seeds fill tables first).
 
-    ``None`` for a model, proxy or ``views`` means the runner's default. An
+    ``None`` for a model, proxy, ``views`` or an ``extra`` RunConfig field (e.g.
+    ``paraphraser``) means the runner's default. An
     ``ablation`` multiplies the jobs by its settings: ``rank`` (R2F's LoRA rank,
     ``params["rank"]``), ``views`` (1-8), or ``transfer`` (every target model ×
     every proxy; :data:`TRANSFER_TARGETS` × :data:`TRANSFER_PROXIES` unless
@@ -133,7 +138,7 @@ def plan(methods: Sequence[str], tasks: Sequence[str], seeds: Sequence[int], *,
         proxies = proxies if any(p is not None for p in proxies) else TRANSFER_PROXIES
     else:
         raise UserError(f"unknown --ablation {ablation!r}; choose one of {', '.join(ABLATIONS)}.")
-    common = {"data_dir": data_dir, "targets": list(targets) if targets else None, "limit": limit}
+    common = {"data_dir": data_dir, "targets": list(targets) if targets else None, "limit": limit, **extra}
     jobs: dict[str, Job] = {}
     for seed, task, model, proxy, setting, method in itertools.product(
             seeds, tasks, models, proxies, settings, methods):
@@ -171,7 +176,7 @@ def load_runner(spec: str = DEFAULT_RUNNER) -> Any:
 
 def execute(jobs: Sequence[Job], output: str, *, runner: Any = None,
             process: tuple[int, int] | None = None, keep_going: bool = False,
-            progress: Progress = print) -> SweepReport:
+            progress: Progress = _print) -> SweepReport:
     """Run this process's share of ``jobs``, skipping finished targets and storing each new one at once.
 
     ``runner`` provides ``RunConfig(**fields)`` and ``Run(config, progress=...)``
@@ -186,7 +191,11 @@ def execute(jobs: Sequence[Job], output: str, *, runner: Any = None,
         state = process_state()
         process = (state.process_index, state.num_processes)
     index, count = process
-    say = progress if count == 1 else (lambda msg: progress(f"[process {index + 1}/{count}] {msg}"))
+    tag = _tag(process)
+
+    def say(msg: str) -> None:
+        progress(tag + msg)
+
     store = Store(output)
     check_writable(store.root)
     mine = shard(jobs, index, count)
@@ -201,6 +210,10 @@ def execute(jobs: Sequence[Job], output: str, *, runner: Any = None,
             report.failed.append(f"{job.label}: {type(exc).__name__}: {exc}")
             say(f"job failed: {job.label}\n{traceback.format_exc()}")
     return report
+
+
+def _tag(process: tuple[int, int]) -> str:
+    return f"[process {process[0] + 1}/{process[1]}] " if process[1] > 1 else ""
 
 
 def _run_job(job: Job, runner: Any, store: Store, report: SweepReport, say: Progress) -> None:
@@ -241,6 +254,9 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data-dir", default=None, help="benchmark data in its official layout (default: bundled sample)")
     p.add_argument("--targets", default=None, help="comma-separated target ids or names")
     p.add_argument("--limit", type=int, default=None, help="evaluate only the first N targets")
+    p.add_argument("--paraphraser", default=None, help="templates, self, or hf:<model> (default: the runner's)")
+    p.add_argument("--dev-targets", type=int, default=None, help="held-out targets for fitting (default: the runner's)")
+    p.add_argument("--trust-remote-code", action="store_true", help="allow custom model code from the hub")
     p.add_argument("--output", default=DEFAULT_OUTPUT, help=f"results store directory (default {DEFAULT_OUTPUT})")
     p.add_argument("--keep-going", action="store_true", help="run the remaining jobs when one fails")
     p.add_argument("--dry-run", action="store_true", help="print the plan and this process's share; run nothing")
@@ -263,7 +279,9 @@ def sweep_command(args: argparse.Namespace) -> None:
                 ablation=args.ablation, models=split_list(args.model) or [None],
                 proxies=split_list(args.proxy) or [None], params=parse_assignments(args.assignments),
                 views=args.views, data_dir=args.data_dir, targets=split_list(args.targets) or None,
-                limit=args.limit, output=args.output)
+                limit=args.limit, output=args.output, paraphraser=args.paraphraser, dev_targets=args.dev_targets,
+                trust_remote_code=args.trust_remote_code or None)
+    runner = None if args.dry_run else load_runner(args.runner)
     from r2f_plugin.distributed import process_state, release_process_group
 
     state = process_state()
@@ -275,12 +293,11 @@ def sweep_command(args: argparse.Namespace) -> None:
                 print(f"{n:4d} {'*' if job.label in share else ' '} {job.label}")
             print(f"{len(jobs)} jobs planned; * = taken by process {process[0] + 1} of {process[1]}")
             return
-        report = execute(jobs, args.output, runner=load_runner(args.runner), process=process,
-                         keep_going=args.keep_going)
+        report = execute(jobs, args.output, runner=runner, process=process, keep_going=args.keep_going)
     finally:
         release_process_group()
-    print(f"sweep: {report.assigned} of {report.planned} jobs here; {report.ran} targets run, "
-          f"{report.skipped} already done; results in {Store(args.output).jobs}")
+    _print(f"{_tag(process)}sweep: {report.assigned} of {report.planned} jobs here; {report.ran} targets run, "
+           f"{report.skipped} already done; results in {Store(args.output).jobs}")
     if report.failed:
         raise UserError(f"{len(report.failed)} job(s) failed ({'; '.join(report.failed)}); fix and re-run the same command to resume.")
 
@@ -299,11 +316,16 @@ def main(argv: Iterable[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m r2f_plugin.sweep", description=__doc__.split("\n\n")[0])
     _add_arguments(parser)
     args = parser.parse_args(None if argv is None else list(argv))
+    os.environ.setdefault("TQDM_DISABLE", "1")  # as the r2f-bench CLI: progress lines, not library bars
+    warnings.filterwarnings("ignore", category=FutureWarning)
     try:
         sweep_command(args)
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("interrupted; finished jobs are in the store, re-run the same command to resume", file=sys.stderr)
+        return 130
     return 0
 
 

@@ -7,12 +7,13 @@ by every method that needs a loss on answers.
 from __future__ import annotations
 
 import random
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import torch
 import torch.nn.functional as F
 
 from r2f_plugin.data import Probe
+from r2f_plugin.errors import UserError
 
 MAX_LENGTH = 128
 
@@ -44,11 +45,61 @@ def encode(tokenizer: Any, probes: Sequence[Probe], answers: Sequence[str] | Non
 def token_nll(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-token negative log-likelihood of the labels and the mask of labelled tokens."""
     logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
-    logits, labels = logits[:, :-1].float(), batch["labels"][:, 1:]
+    return logits_nll(logits, batch["labels"])
+
+
+def logits_nll(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`token_nll` from already computed logits (shifted here)."""
+    logits, labels = logits[:, :-1].float(), labels[:, 1:]
     mask = labels != -100
     nll = F.cross_entropy(logits.reshape(-1, logits.size(-1)), labels.clamp(min=0).reshape(-1),
                           reduction="none").view_as(labels)
     return nll * mask, mask
+
+
+def answer_kl(logits: torch.Tensor, ref_logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Token-level KL(reference ‖ model) of the next-token distributions, averaged over
+    the answer tokens of the batch (SCRUB's and SKU's divergence for causal LMs)."""
+    logp, ref = F.log_softmax(logits[:, :-1].float(), -1), F.log_softmax(ref_logits[:, :-1].float(), -1)
+    mask = labels[:, 1:] != -100
+    kl = F.kl_div(logp, ref, log_target=True, reduction="none").sum(-1)
+    return (kl * mask).sum() / mask.sum().clamp(min=1)
+
+
+def cycle_batches(items: Sequence[Any], size: int, seed: int = 0) -> Iterator[list[Any]]:
+    """Endless shuffled minibatches of ``items`` (reshuffled every pass)."""
+    rng = random.Random(seed)
+    while True:
+        yield from batches(items, size, rng)
+
+
+def adamw(params: Iterable[torch.nn.Parameter], lr: float) -> torch.optim.Optimizer:
+    """AdamW without weight decay over ``params``, which are made trainable."""
+    params = list(params)
+    for p in params:
+        p.requires_grad_(True)
+    return torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
+
+
+def optimise(opt: torch.optim.Optimizer, loss_fn: Callable[[int], torch.Tensor], steps: int) -> list[float]:
+    """``steps`` optimiser steps on ``loss_fn(step)``; returns the losses.
+
+    The shared training loop of the multi-step baselines (gradient ascent, SCRUB,
+    SKU, DeepCUT); pass one :func:`adamw` across calls to keep its state.
+    """
+    losses = []
+    try:
+        for step in range(steps):
+            loss = loss_fn(step)
+            if not torch.isfinite(loss):
+                raise UserError("the training loss is not finite (NaN/inf); lower the learning rate or use float32.")
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            losses.append(float(loss.detach()))
+    finally:
+        opt.zero_grad(set_to_none=True)
+    return losses
 
 
 def answer_nll(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:

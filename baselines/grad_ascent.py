@@ -1,0 +1,58 @@
+"""Gradient ascent (GA): Jang et al. 2022, "Knowledge Unlearning for Mitigating Privacy
+Risks in Language Models" (ACL 2023).
+
+The model is fine-tuned to *maximise* the negative log-likelihood of the sequences to
+forget, i.e. gradient descent on the negated answer NLL
+(:func:`r2f_plugin.gradients.unlearning_loss`, ``ascent``), updating *all* parameters
+with Adam. Jang et al. unlearn the target sequences with a small learning rate until
+their likelihood has dropped (extraction likelihood / memorisation accuracy below a
+threshold); a per-target stopping rule would be per-target tuning, so we run a fixed
+number of steps for every target. The forget set is the request as asked
+(``request.facts``), the data the original method sees; paraphrases are R2F's addition.
+Each step uses the whole request (it fits one batch; larger requests are split into
+minibatches and cycled).
+
+Defaults (hyper-parameters are per-model in the paper; these are for the embedded
+tiny models and are the same for every target):
+
+* ``steps = 5``: a few optimiser steps, enough for the forget answers' likelihood
+  to drop on the tiny models (the paper stops once it has dropped, after a few epochs).
+* ``lr = 1e-3``: Jang et al. use 5e-5 on GPT-Neo 125M-2.7B; the tiny embedded models
+  were taught with 3e-3, so 1e-3 is the comparably "small" rate. Lower it for real LLMs.
+* ``batch_size = 32``: facts per step (Jang et al. unlearn 32 sequences at once).
+* AdamW with no weight decay (the paper's Adam), dropout off (model in eval mode).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from r2f_plugin import hookimpl
+from r2f_plugin.gradients import unlearning_loss
+from r2f_plugin.training import adamw, cycle_batches, optimise
+from r2f_plugin.unlearner import Edit, Unlearner
+
+
+@dataclass
+class GradAscentParams:
+    steps: int = field(default=5, metadata={"help": "AdamW steps on the forget facts (fixed for every target)"})
+    lr: float = field(default=1e-3, metadata={"help": "learning rate (Jang et al.: 5e-5 on GPT-Neo; 1e-3 for tiny models)"})
+    batch_size: int = field(default=32, metadata={"help": "forget facts per step (Jang et al.: 32)"})
+
+
+class GradAscent(Unlearner):
+    name = "grad_ascent"
+    Params = GradAscentParams
+
+    def unlearn(self, model, request, ctx):
+        p = self.params
+        data = cycle_batches(request.facts, p.batch_size, ctx.seed)
+        losses = optimise(adamw(model.parameters(), p.lr), lambda step: unlearning_loss(model, ctx.tokenizer, next(data)),
+                          p.steps)
+        # loss = −NLL of the forget answers before each step
+        return Edit(model.eval(), {"steps": p.steps, "forget_nll_per_step": [-x for x in losses]})
+
+
+@hookimpl
+def register_unlearners(register):
+    register(GradAscent)

@@ -1,0 +1,70 @@
+"""LoRA-gradient baselines of the R2F paper (Liu et al., "Recover-to-Forget: Gradient
+Reconstruction from LoRA for Efficient LLM Unlearning", App. B): ``lora_single`` and
+``lora_multi``.
+
+The unlearning update is computed *only in LoRA parameters*: attach rank-``rank``
+LoRA adapters to every linear layer (:func:`r2f_plugin.lora.lora_probe`, the same
+two-sided init R2F uses), take the gradient of the unlearning loss w.r.t. the LoRA
+factors and take one step in them. To first order that step changes each effective
+weight ``W`` along :func:`r2f_plugin.lora.lora_step_direction`,
+``s(∇B·A + B·∇A)``; we apply that direction to the base weights with the shared
+relative step of :class:`r2f_plugin.one_step.OneStepUnlearner`, so the comparison
+with R2F (decoded full gradient) and FullGrad (exact gradient) differs only in where
+the gradient comes from.
+
+* ``lora_single``: one view, the request's facts as asked (``request.facts``).
+* ``lora_multi``: the LoRA gradients of every view (``request.views``) averaged,
+  the views R2F uses.
+
+Defaults:
+
+* ``rank = 8``: the R2F paper's LoRA rank, identical to R2F's default so the probes
+  are the same.
+* ``step = 0.02``, ``loss = ascent``: :class:`r2f_plugin.one_step.StepParams`, shared
+  with R2F and FullGrad (negated answer log-likelihood, Jang et al. 2022).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from r2f_plugin import hookimpl
+from r2f_plugin.lora import average, lora_gradients, lora_probe, lora_step_direction
+from r2f_plugin.one_step import OneStepUnlearner, StepParams
+
+
+@dataclass
+class LoraParams(StepParams):
+    rank: int = field(default=8, metadata={"help": "LoRA rank of the adapters (R2F paper default 8, as R2F)"})
+
+
+class LoraSingle(OneStepUnlearner):
+    """One step along the LoRA-induced weight change from the request's own phrasing."""
+
+    name = "lora_single"
+    Params = LoraParams
+    multi_view = False
+
+    def gradient(self, model, request, ctx):
+        p = self.params
+        views = request.views if self.multi_view else [request.facts]
+        with lora_probe(model, p.rank, seed=ctx.seed) as pm:
+            grads = average([lora_gradients(pm, ctx.tokenizer, view, p.loss)[0] for view in views])
+
+        def gradient(name):
+            return grads[name].as_weight(lora_step_direction(grads[name]))
+
+        return gradient, {"views_used": len(views), "rank": p.rank}
+
+
+class LoraMulti(LoraSingle):
+    """The same with the LoRA gradients averaged over all of the request's views."""
+
+    name = "lora_multi"
+    multi_view = True
+
+
+@hookimpl
+def register_unlearners(register):
+    register(LoraSingle)
+    register(LoraMulti)

@@ -1,0 +1,142 @@
+"""Ablation plots: USR, GUR, RAP and MIA against R2F's LoRA rank and number of views.
+
+One figure per ablation (``rank.png``, ``views.png``): a row per metric, a column
+per dataset, points at the mean over seeds with ± std error bars (aggregated as in
+:mod:`r2f_plugin.tables`). Records that differ in anything but the ablated value
+(method, other hyper-parameters, models) are drawn as separate lines; only lines
+with at least two ablated values are drawn. A rank point needs an explicit
+``rank`` parameter (``r2f-bench sweep --ablation rank`` sets it).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections import defaultdict
+from pathlib import Path
+from typing import Any, Callable, Hashable, Sequence
+
+from r2f_plugin.errors import UserError
+from r2f_plugin.storage import atomic_path
+from r2f_plugin.store import Store, canonical_json
+from r2f_plugin.tables import (HIGHER_IS_BETTER, METRIC_TITLES, Record, aggregate, setting, setting_label,
+                               task_order, varying)
+
+METRICS = ("usr", "gur", "rap", "mia")
+
+
+def _rank(r: Record) -> float | None:
+    value = setting(r)["params"].get("rank")
+    try:
+        return float(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _views(r: Record) -> float | None:
+    v = setting(r)["views"]
+    return float(v) if isinstance(v, (int, float)) else None
+
+
+def _rest(axis: str) -> Callable[[Record], dict[str, Any]]:
+    """Everything but the ablated value: what identifies one line."""
+    def rest(r: Record) -> dict[str, Any]:
+        s = setting(r)
+        if axis == "rank":
+            s["params"] = {k: v for k, v in s["params"].items() if k != "rank"}
+        else:
+            s.pop("views")
+        return {"method": r.get("method"), **s}
+    return rest
+
+
+AXES: dict[str, tuple[Callable[[Record], float | None], str]] = {
+    "rank": (_rank, "LoRA rank"),
+    "views": (_views, "views"),
+}
+
+
+def series(records: Sequence[Record], axis: str) -> dict[tuple[str, str], dict[str, dict[float, Any]]]:
+    """(task, line label) -> metric -> x -> Stat, for lines with at least two x values."""
+    x_of, _ = AXES[axis]
+    rest = _rest(axis)
+    points = [r for r in records if x_of(r) is not None]
+    if not points:
+        return {}
+    fields = ["method"] + varying(points, ("params", "views", "target", "proxy"))
+
+    def line(r: Record) -> str:
+        rs = rest(r)
+        parts = [str(rs["method"])] + [setting_label(rs, [f]) for f in fields[1:] if f in rs]
+        return ", ".join(p for p in parts if p)
+
+    def key(r: Record) -> Hashable:
+        return r.get("task"), line(r), canonical_json(rest(r)), x_of(r)
+
+    out: dict[tuple[str, str], dict[str, dict[float, Any]]] = defaultdict(lambda: defaultdict(dict))
+    for metric in METRICS:
+        for (task, label, _, x), stat in aggregate(points, metric, key).items():
+            out[(task, label)][metric][x] = stat
+    return {k: v for k, v in out.items() if len({x for m in v.values() for x in m}) >= 2}
+
+
+def plot_ablation(records: Sequence[Record], axis: str, path: Path) -> bool:
+    """Draw one ablation to ``path`` (PNG, written atomically); ``False`` if the records hold none."""
+    data = series(records, axis)
+    if not data:
+        return False
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    tasks = task_order(t for t, _ in data)
+    lines = sorted({label for _, label in data})
+    fig, axes = plt.subplots(len(METRICS), len(tasks), figsize=(3.6 * len(tasks) + 0.6, 2.4 * len(METRICS)),
+                             squeeze=False, sharex=True)
+    for col, task in enumerate(tasks):
+        axes[0][col].set_title(task)
+        axes[-1][col].set_xlabel(AXES[axis][1])
+        for row, metric in enumerate(METRICS):
+            ax = axes[row][col]
+            for k, label in enumerate(lines):
+                stats = data.get((task, label), {}).get(metric, {})
+                if not stats:
+                    continue
+                xs = sorted(stats)
+                ax.errorbar(xs, [stats[x].mean for x in xs], yerr=[stats[x].std or 0.0 for x in xs],
+                            marker="o", capsize=3, label=label, color=f"C{k % 10}")
+            if col == 0:
+                ax.set_ylabel(f"{METRIC_TITLES[metric]} {'↑' if HIGHER_IS_BETTER[metric] else '↓'}")
+            ax.grid(alpha=0.3)
+    axes[-1][0].set_xticks(sorted({x for v in data.values() for m in v.values() for x in m}))
+    if len(lines) > 1:
+        fig.legend(*axes[0][0].get_legend_handles_labels(), loc="lower center", ncol=min(3, len(lines)),
+                   fontsize="small")
+    fig.suptitle(f"R2F ablation: {AXES[axis][1]} (mean ± std over seeds)")
+    fig.tight_layout(rect=(0, 0.04 if len(lines) > 1 else 0, 1, 1))
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=120)
+    plt.close(fig)
+    return True
+
+
+def plot_command(args: argparse.Namespace) -> None:
+    store = Store(args.output)
+    records = list(store.records())
+    out_dir = Path(args.out_dir) if args.out_dir else store.root / "plots"
+    drawn = [axis for axis in AXES if plot_ablation(records, axis, out_dir / f"{axis}.png")]
+    if not drawn:
+        raise UserError(f"no rank or views ablation in {store.jobs}; run `r2f-bench sweep --ablation rank` "
+                        f"or `--ablation views` with --output {args.output} first.")
+    for axis in drawn:
+        print(f"wrote {out_dir / f'{axis}.png'}")
+
+
+def add_plot_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add ``plot`` to the CLI's subparsers (``args.func(args)`` runs it)."""
+    p = subparsers.add_parser("plot", help="plot the rank and views ablations from a results store",
+                              description=__doc__.split("\n\n")[0])
+    p.add_argument("--output", default="r2f-output", help="results store directory (default r2f-output)")
+    p.add_argument("--out-dir", default=None, help="where to write the PNGs (default <output>/plots)")
+    p.set_defaults(func=plot_command)
+    return p

@@ -1,0 +1,112 @@
+"""Helpers shared by the WMDP, MUSE and WaterDrum tasks: choosing targets, chunking,
+prompt formats, field checks, greedy/sampled generation and ROC AUC."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping, Sequence, TypeVar
+
+import torch
+
+from r2f_plugin.errors import UserError
+
+T = TypeVar("T")
+
+SAMPLE_SOURCE = "bundled sample (fictional, written for r2f-bench)"
+DEFAULT_TARGETS = 3
+
+
+def qa_prompt(question: str) -> str:
+    """The QA format every r2f-bench task shares with RWKU."""
+    return f"Question: {question}\nAnswer:"
+
+
+def chunks(items: Sequence[T], size: int) -> list[list[T]]:
+    """Consecutive pieces of at most ``size`` items."""
+    return [list(items[i:i + size]) for i in range(0, len(items), size)]
+
+
+def even_split(items: Sequence[T], n: int) -> list[list[T]]:
+    """``n`` consecutive pieces whose sizes differ by at most one (some may be empty)."""
+    q, r = divmod(len(items), n)
+    bounds = [i * q + min(i, r) for i in range(n + 1)]
+    return [list(items[bounds[i]:bounds[i + 1]]) for i in range(n)]
+
+
+def select_targets(ids: list[str], wanted: list[str] | None, limit: int | None, task: str,
+                   groups: Mapping[str, list[str]] | None = None) -> list[str]:
+    """Targets by id (or by a group name such as a domain, or ``all``), else the first ``limit``."""
+    if limit is not None and limit < 1:
+        raise UserError(f"--limit must be at least 1, got {limit}.")
+    if not wanted:
+        return ids[:limit or DEFAULT_TARGETS]
+    groups = {"all": ids, **(groups or {})}
+    chosen: list[str] = []
+    for w in wanted:
+        hits = groups.get(w, [w] if w in ids else [])
+        if not hits:
+            raise UserError(f"unknown {task} target {w!r}; use an id like {ids[0]!r}, "
+                            f"or one of: {', '.join(groups)}.")
+        chosen += [h for h in hits if h not in chosen]
+    return chosen[:limit] if limit else chosen
+
+
+def dev_ids(ids: list[str], chosen: list[str], n_dev: int) -> list[str]:
+    """``n_dev`` targets disjoint from ``chosen``, taken from the end of the list."""
+    return [i for i in reversed(ids) if i not in chosen][:n_dev]
+
+
+def require_fields(rows: list[Any], fields: tuple[str, ...], where: str) -> None:
+    """One-line UserError naming ``where`` and the first missing field."""
+    for i, row in enumerate(rows):
+        missing = [k for k in fields if not isinstance(row, dict) or k not in row]
+        if missing:
+            raise UserError(f"malformed data file {where}: row {i} lacks field {missing[0]!r}; restore the original file.")
+
+
+def resolve_root(data_dir: Path | None, sample: Path) -> tuple[Path, str]:
+    """The folder to read and how results name its source."""
+    root = Path(data_dir) if data_dir is not None else sample
+    if not root.is_dir():
+        raise UserError(f"data dir {root} does not exist; pass --data-dir pointing at the benchmark's folder.")
+    return root, SAMPLE_SOURCE if data_dir is None else str(root)
+
+
+@torch.no_grad()
+def generate(model: torch.nn.Module, tokenizer: Any, prompts: Sequence[str], max_new_tokens: int,
+             samples: int = 0, seed: int = 0, batch_size: int = 8) -> list[list[str]]:
+    """Continuations of each prompt: one greedy (``samples=0``) or ``samples`` drawn at
+    temperature 1 without top-k/top-p truncation (seeded; the global RNG is left as it was)."""
+    device = next(model.parameters()).device
+    limit = getattr(model.config, "max_position_embeddings", None)
+    was_training = model.training
+    model.eval()
+    n = max(samples, 1)
+    sampling = dict(do_sample=True, temperature=1.0, top_k=0, top_p=1.0, num_return_sequences=n) \
+        if samples else dict(do_sample=False)
+    out: list[list[str]] = []
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        torch.manual_seed(seed)
+        for i in range(0, len(prompts), batch_size):
+            enc = tokenizer(list(prompts[i:i + batch_size]), return_tensors="pt", padding=True,
+                            padding_side="left").to(device)
+            width = enc["input_ids"].shape[1]
+            new = min(max_new_tokens, limit - width) if limit else max_new_tokens
+            if new < 1:
+                out += [[""] * n for _ in range(enc["input_ids"].shape[0])]
+                continue
+            ids = model.generate(**enc, max_new_tokens=new, pad_token_id=tokenizer.pad_token_id, **sampling)
+            texts = tokenizer.batch_decode(ids[:, width:], skip_special_tokens=True)
+            out += [texts[j:j + n] for j in range(0, len(texts), n)]
+    model.train(was_training)
+    return out
+
+
+def auroc(negatives: Sequence[float], positives: Sequence[float]) -> float:
+    """Area under the ROC curve of scores where higher means "positive": the chance a
+    random positive outscores a random negative, ties counting one half (Mann-Whitney U,
+    equal to the trapezoidal ROC AUC)."""
+    if not negatives or not positives:
+        raise ValueError("AUC needs at least one negative and one positive score")
+    wins = sum((p > n) + 0.5 * (p == n) for p in positives for n in negatives)
+    return wins / (len(positives) * len(negatives))

@@ -1,0 +1,202 @@
+"""MUSE (Shi et al. 2024, "MUSE: Machine Unlearning Six-Way Evaluation for Language
+Models"): the News (BBC articles) and Books (Harry Potter) corpora.
+
+Official layout (``muse_bench``'s ``data/<corpus>/``; ``--data-dir`` is the folder
+holding ``news/`` (read by default) or a corpus folder itself, e.g. ``.../muse/books``):
+``knowmem/{forget,retain}_qa.json`` and ``*_qa_icl.json`` (``{question, answer}``),
+``verbmem/forget.json`` (``{prompt, gt}``), ``privleak/{forget,retain,holdout}.json``
+(``{text}`` rows or bare strings) and, for News, ``raw/forget.json`` (the forget corpus,
+an array of documents).
+
+Targets and deletion requests (our design; MUSE itself has one forget set): the
+knowmem forget QA, the verbmem passages and the privleak forget texts are each split,
+in file order, into ``N_TARGETS`` consecutive chunks; target ``news-i`` gets the i-th
+chunk of each. Its request names the chunk's QA facts, its verbmem prompt/continuation
+pairs and the forget documents behind them: the raw-corpus documents holding its
+verbmem and privleak texts (found by their first 200 characters; without a raw corpus,
+as for Books, the privleak texts themselves), cut into passages. Probe sets:
+
+* ``knowmem_forget``: the chunk's QA with the 10 in-context examples of
+  ``forget_qa_icl`` before each question, 32-token answers (MUSE's lengths);
+* ``verbmem_forget``: the chunk's verbmem prompts, 128-token continuations;
+* utility (GUR) ``knowmem_retain``: every retain QA with ``retain_qa_icl``: MUSE's
+  utility-preservation set. There are no neighbour probes.
+
+lm-eval scores those sets by ROUGE-L recall/answered for USR and RAP, and also by MUSE's
+ROUGE-L F1. MUSE's official numbers (``verbmem_f``, ``knowmem_f``, ``knowmem_r``,
+``privleak``, see :mod:`tasks.muse.official`) come from :meth:`MUSE.extra_scores`, per
+target: VerbMem and KnowMem-f on its chunk, KnowMem-r on all of D_r, and PrivLeak on its
+privleak forget texts against all holdout texts. No retrained model exists here, so
+PrivLeak's reference AUC is the one MUSE's code ships for its retrained Llama-2-7B
+(News 0.4772, Books 0.5393); for the bundled sample and unknown corpora it is 0.5, the
+AUC of a model that never saw either set. MIA prompts are privleak retain texts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from r2f_plugin import hookimpl
+from r2f_plugin.data import Benchmark, Probe, Target
+from r2f_plugin.errors import UserError
+from r2f_plugin.task import Task, content_hash, read_json
+from tasks.common import chunks, dev_ids, even_split, qa_prompt, resolve_root, select_targets
+from tasks.muse import official
+
+HERE = Path(__file__).parent
+SAMPLE_DIR = HERE / "sample"
+N_TARGETS = 5
+PASSAGE_WORDS = 96  # request passages: windows of this many words ...
+PASSAGE_PROMPT_WORDS = 16  # ... whose first words are the prompt, the rest the answer
+MATCH_CHARS = 200
+# AUC ``forget_holdout_Min-40%`` of MUSE's retrained models (muse_bench constants.py)
+RETRAIN_AUC = {"news": 0.4772, "books": 0.5393}
+NEVER_SEEN_AUC = 0.5
+MAX_GENERAL = 60
+
+
+@dataclass
+class MuseTarget(Target):
+    """A MUSE target with the texts PrivLeak compares: its privleak forget texts (members,
+    also in its request) and the holdout texts (non-members, never taught)."""
+
+    privleak_forget: list[str] = field(default_factory=list)
+    privleak_holdout: list[str] = field(default_factory=list)
+    privleak_reference: float = NEVER_SEEN_AUC
+
+
+def read_texts(path: Path) -> list[str]:
+    """A privleak or raw file: bare strings, or rows with a ``text`` field."""
+    rows = read_json(path)
+    texts = [r if isinstance(r, str) else r.get("text") if isinstance(r, dict) else None for r in rows]
+    for i, t in enumerate(texts):
+        if not isinstance(t, str):
+            raise UserError(f"malformed data file {path}: row {i} lacks field 'text'; restore the original file.")
+    return texts
+
+
+def icl_prefix(examples: list[dict]) -> str:
+    return "".join(f"{qa_prompt(e['question'])} {e['answer']}\n\n" for e in examples)
+
+
+def passage_probes(text: str, target: str) -> list[Probe]:
+    """A document as request facts: word windows, each prompt -> continuation."""
+    probes = []
+    for window in chunks(text.split(), PASSAGE_WORDS):
+        cut = min(PASSAGE_PROMPT_WORDS, len(window) // 2)
+        if cut:
+            probes.append(Probe(prompt=" ".join(window[:cut]), answer=" ".join(window[cut:]),
+                                set="passage", target=target))
+    return probes
+
+
+class MUSE(Task):
+    name = "muse"
+    description = "MUSE News/Books (Shi et al. 2024): KnowMem, VerbMem, PrivLeak."
+    forget_sets = ("knowmem_forget", "verbmem_forget")
+    neighbor_sets = ()
+    utility_set = "knowmem_retain"
+    max_answer_tokens = official.VERBMEM_TOKENS
+
+    @classmethod
+    def yaml_dir(cls) -> Path:
+        return HERE
+
+    def load(self, data_dir: Path | None, targets: list[str] | None, limit: int | None,
+             n_dev: int) -> Benchmark:
+        root, source = resolve_root(data_dir, SAMPLE_DIR)
+        corpus = self._corpus_dir(root)
+        read: list[Path] = []
+
+        def rows(rel: str, fields: tuple[str, ...]) -> list[dict]:
+            read.append(corpus / rel)
+            return read_json(corpus / rel, fields)
+
+        def texts(rel: str) -> list[str]:
+            read.append(corpus / rel)
+            return read_texts(corpus / rel)
+
+        qa_fields = ("question", "answer")
+        forget_icl = icl_prefix(rows("knowmem/forget_qa_icl.json", qa_fields))
+        retain_icl = icl_prefix(rows("knowmem/retain_qa_icl.json", qa_fields))
+        split = {"qa": even_split(rows("knowmem/forget_qa.json", qa_fields), N_TARGETS),
+                 "verbmem": even_split(rows("verbmem/forget.json", ("prompt", "gt")), N_TARGETS),
+                 "privleak": even_split(texts("privleak/forget.json"), N_TARGETS)}
+        holdout = texts("privleak/holdout.json")
+        retain_texts = texts("privleak/retain.json")
+        docs = texts("raw/forget.json") if (corpus / "raw" / "forget.json").is_file() else []
+        utility = [Probe(prompt=retain_icl + qa_prompt(r["question"]), answer=str(r["answer"]),
+                         set=self.utility_set, target="", question=r["question"])
+                   for r in rows("knowmem/retain_qa.json", qa_fields)]
+        reference = RETRAIN_AUC.get(corpus.name, NEVER_SEEN_AUC) if data_dir is not None else NEVER_SEEN_AUC
+
+        ids = [f"{corpus.name}-{i + 1}" for i in range(N_TARGETS)]
+        chosen = select_targets(ids, targets, limit, self.name)
+
+        def build(tid: str) -> MuseTarget:
+            i = ids.index(tid)
+            return self._target(tid, forget_icl, {k: v[i] for k, v in split.items()}, docs, holdout, reference)
+
+        general = [" ".join(t.split()[:48]) for t in retain_texts][:MAX_GENERAL]
+        return Benchmark(task=self.name, targets=[build(t) for t in chosen],
+                         dev_targets=[build(t) for t in dev_ids(ids, chosen, n_dev)], utility=utility,
+                         general_prompts=general or [p.question for p in utility],
+                         source=source, revision=content_hash(read))
+
+    def official_scores(self, set_scores: dict[str, float]) -> dict[str, float]:
+        """None from per-probe means: MUSE's metrics (ROUGE-L F1 at its own lengths,
+        PrivLeak) are computed in :meth:`extra_scores`."""
+        return {}
+
+    def extra_scores(self, model: Any, tokenizer: Any, benchmark: Benchmark, target: Any) -> dict[str, float]:
+        """MUSE's VerbMem, KnowMem (x100, as MUSE reports them) and PrivLeak for ``target``."""
+        out: dict[str, float] = {}
+        if target.probes.get("verbmem_forget"):
+            out["verbmem_f"] = 100 * official.verbmem(model, tokenizer, target.probes["verbmem_forget"])
+        if target.probes.get("knowmem_forget"):
+            out["knowmem_f"] = 100 * official.knowmem(model, tokenizer, target.probes["knowmem_forget"])
+        if benchmark.utility:
+            out["knowmem_r"] = 100 * official.knowmem(model, tokenizer, benchmark.utility)
+        if isinstance(target, MuseTarget) and target.privleak_forget and target.privleak_holdout:
+            auc = official.privleak_auc(model, tokenizer, target.privleak_forget, target.privleak_holdout)
+            out.update(privleak_auc=auc, privleak=official.privleak(auc, target.privleak_reference))
+        return out
+
+    @staticmethod
+    def _corpus_dir(root: Path) -> Path:
+        if (root / "knowmem").is_dir():
+            return root
+        if (root / "news" / "knowmem").is_dir():
+            return root / "news"
+        raise UserError(f"no MUSE corpus under {root}; expected {root / 'news' / 'knowmem'} "
+                        f"(or pass a corpus folder such as .../muse/books).")
+
+    @staticmethod
+    def _target(tid: str, icl: str, part: dict[str, list], docs: list[str], holdout: list[str],
+                reference: float) -> MuseTarget:
+        knowmem = [Probe(prompt=icl + qa_prompt(r["question"]), answer=str(r["answer"]), set="knowmem_forget",
+                         target=tid, question=r["question"]) for r in part["qa"]]
+        verbmem = [Probe(prompt=r["prompt"], answer=r["gt"], set="verbmem_forget", target=tid, question=r["prompt"])
+                   for r in part["verbmem"]]
+        sources = [_source(r["prompt"], docs) for r in part["verbmem"]]
+        sources = [d for d in sources if d] + [_source(t, docs) or t for t in part["privleak"]]
+        passages = [p for doc in dict.fromkeys(sources) for p in passage_probes(doc, tid)]
+        return MuseTarget(id=tid, name=f"MUSE {tid.split('-')[0]} forget chunk {tid.split('-')[-1]}",
+                          request=knowmem + verbmem + passages,
+                          probes={"knowmem_forget": knowmem, "verbmem_forget": verbmem},
+                          description="Please forget these passages and what they tell.",
+                          privleak_forget=part["privleak"], privleak_holdout=holdout,
+                          privleak_reference=reference)
+
+
+def _source(text: str, docs: list[str]) -> str | None:
+    """The forget-corpus document that holds ``text`` (matched on its first characters)."""
+    key = text[:MATCH_CHARS]
+    return next((d for d in docs if key in d), None)
+
+
+@hookimpl
+def register_tasks(register):
+    register(MUSE)

@@ -1,0 +1,46 @@
+"""Shared fixtures: tiny taught models on RWKU's bundled sample, built once per session."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def isolated_cache(tmp_path_factory):
+    """Every test session builds its models in a fresh cache (unless R2F_BENCH_CACHE is set)."""
+    import os
+
+    if "R2F_BENCH_CACHE" not in os.environ:
+        os.environ["R2F_BENCH_CACHE"] = str(tmp_path_factory.mktemp("r2f-cache"))
+    yield
+
+
+@pytest.fixture(scope="session")
+def tiny():
+    """Sample benchmark, a taught tiny target (h64, 2 layers) and a narrower taught proxy (h32)."""
+    from r2f_plugin.models import EmbeddedSpec, embedded_model
+    from tasks.rwku import RWKU
+
+    bench = RWKU().load(None, None, 2, n_dev=2)
+    facts = bench.teaching_set()
+    quiet = lambda m: None
+    target, tok, _ = embedded_model(EmbeddedSpec.parse("embedded:mistral-h64-l2"), facts, bench.general_prompts,
+                                    progress=quiet, max_epochs=150)
+    proxy, ptok, _ = embedded_model(EmbeddedSpec.parse("embedded:mistral-h32-l2"), facts, bench.general_prompts,
+                                    progress=quiet, max_epochs=150)
+    return {"bench": bench, "model": target, "tok": tok, "proxy": proxy, "proxy_tok": ptok}
+
+
+@pytest.fixture
+def context(tiny, tmp_path):
+    from r2f_plugin.unlearner import Context
+    from r2f_plugin.views import Paraphraser, build_views
+
+    return Context(tokenizer=tiny["tok"], benchmark=tiny["bench"], seed=0, cache_dir=tmp_path,
+                   make_views=lambda facts: build_views(facts, 5, Paraphraser()),
+                   proxy=lambda: (tiny["proxy"], tiny["proxy_tok"]), model_id="tiny", proxy_id="tiny-proxy",
+                   progress=lambda m: None)

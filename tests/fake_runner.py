@@ -1,0 +1,71 @@
+"""A stand-in for ``r2f_plugin.runner`` in sweep tests: same API, synthetic records, no models.
+
+Every ``run_target`` call appends ``{"label", "target", "rank", "pid"}`` to the
+JSONL file named by ``R2F_FAKE_LOG`` (if set) and to :data:`CALLS`, so tests can
+count executions across processes. ``R2F_FAKE_REVISION`` overrides the data revision.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Callable
+
+from r2f_plugin.storage import append_line
+
+CALLS: list[dict] = []
+
+
+@dataclass
+class RunConfig:
+    method: str
+    task: str
+    seed: int = 0
+    model: str = "embedded"
+    proxy: str = "embedded-proxy"
+    data_dir: str | None = None
+    targets: list[str] | None = None
+    limit: int | None = None
+    params: dict[str, str] = field(default_factory=dict)
+    views: int = 5
+    output: str = "r2f-output"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _label(spec: str, default: str) -> str:
+    return default if spec in ("embedded", "embedded-proxy") else spec
+
+
+class Run:
+    def __init__(self, config: RunConfig, progress: Callable[[str], None] = print) -> None:
+        self.config = config
+        ids = config.targets or [f"t{i}" for i in range(1, 4)]
+        self.targets = [SimpleNamespace(id=i) for i in ids[: config.limit or None]]
+
+    def data_revision(self) -> str:
+        return os.environ.get("R2F_FAKE_REVISION", "rev1")
+
+    def versions(self) -> dict[str, str]:
+        return {"r2f-bench": "0.1.0", "fake-runner": "1"}
+
+    def run_target(self, target) -> dict:
+        c = self.config
+        call = {"label": f"{c.method}/{c.task}/{c.seed}/{json.dumps(c.params, sort_keys=True)}/{c.views}",
+                "target": target.id, "rank": int(os.environ.get("RANK", "0")), "pid": os.getpid()}
+        CALLS.append(call)
+        if os.environ.get("R2F_FAKE_LOG"):
+            append_line(Path(os.environ["R2F_FAKE_LOG"]), json.dumps(call))
+        u = int(hashlib.sha256(json.dumps([call["label"], target.id]).encode()).hexdigest(), 16)
+        return {"method": c.method, "task": c.task, "target": target.id, "seed": c.seed,
+                "usr": float(u % 100), "gur": float(u // 100 % 100), "rap": float(u // 10**4 % 100),
+                "mia": (u // 10**6 % 1000) / 1000, "seconds": 0.01, "peak_mem_mb": 1.0,
+                "grad_cosine": None, "official": {}, "config": c.to_dict(), "versions": self.versions(),
+                "models": {"target": _label(c.model, "embedded:mistral-h128-l4"),
+                           "proxy": _label(c.proxy, "embedded:mistral-h64-l2")},
+                "data_revision": self.data_revision()}

@@ -1,0 +1,56 @@
+"""A real two-process CPU launch through Accelerate, with the fake runner."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+from r2f_plugin.store import Store
+from r2f_plugin.sweep import plan
+
+ROOT = Path(__file__).resolve().parents[1]
+METHODS, TASKS, SEEDS = ["r2f", "ga", "fullgrad"], ["rwku"], [0, 1]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _launch(output: Path, log: Path) -> subprocess.CompletedProcess:
+    # torchrun-style workers (--multi_gpu is Accelerate's multi-process launcher); ACCELERATE_USE_CPU
+    # makes them a gloo CPU group even where a GPU is visible.
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), str(ROOT)]),
+           "ACCELERATE_USE_CPU": "true", "CUDA_VISIBLE_DEVICES": "", "R2F_FAKE_LOG": str(log),
+           "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
+           "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
+           "--main_process_port", str(_free_port()),
+           "-m", "r2f_plugin.sweep", "--runner", "fake_runner", "--methods", ",".join(METHODS),
+           "--tasks", ",".join(TASKS), "--seeds", ",".join(map(str, SEEDS)), "--limit", "2",
+           "--output", str(output)]
+    return subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+
+def test_two_processes_split_jobs_without_duplicates(tmp_path):
+    log, output = tmp_path / "calls.jsonl", tmp_path / "store"
+    done = _launch(output, log)
+    assert done.returncode == 0, done.stdout + done.stderr
+    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    jobs = plan(METHODS, TASKS, SEEDS)
+    assert len(calls) == 2 * len(jobs)  # two targets per job
+    assert set(Counter((c["label"], c["target"]) for c in calls).values()) == {1}  # no duplicates
+    assert {c["rank"] for c in calls} == {0, 1} and len({c["pid"] for c in calls}) == 2
+    expected = {(j.fields["method"], j.fields["seed"]): i % 2 for i, j in enumerate(jobs)}  # jobs i::2
+    assert all(expected[(c["label"].split("/")[0], int(c["label"].split("/")[2]))] == c["rank"] for c in calls)
+    assert len(Store(output)) == len(calls)
+    assert "[process 2/2]" in done.stdout
+
+    again = _launch(output, log)  # resume: everything is done, nothing runs
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert len(log.read_text().splitlines()) == len(calls)
+    assert again.stdout.count("0 targets run") == 2

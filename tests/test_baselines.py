@@ -1,0 +1,146 @@
+"""The paper's baselines as plugins (issue #3): each runs on a tiny taught model and
+does what its method promises. No lm-eval here (too slow); likelihoods only."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+BASELINES = ["lora_single", "lora_multi", "grad_ascent", "scrub", "eco", "sku", "deepcut", "fullgrad"]
+WEIGHT_EDITING = ["lora_single", "lora_multi", "grad_ascent", "sku", "deepcut", "fullgrad"]  # scrub: its own test
+
+
+@pytest.fixture(scope="module")
+def setting(tmp_path_factory):
+    """A tiny taught model on RWKU's sample, a Context as the runner builds it, and a request."""
+    from r2f_plugin.data import ForgetRequest
+    from r2f_plugin.models import EmbeddedSpec, embedded_model
+    from r2f_plugin.unlearner import Context
+    from r2f_plugin.views import Paraphraser, build_views
+    from tasks.rwku import RWKU
+
+    cache = tmp_path_factory.mktemp("baselines-cache")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("R2F_BENCH_CACHE", str(cache))
+        bench = RWKU().load(None, None, 2, n_dev=1)
+        model, tok, _ = embedded_model(EmbeddedSpec(hidden=64, layers=2, heads=2, kv_heads=1, intermediate=128),
+                                       bench.teaching_set(), [], progress=lambda m: None, max_epochs=80)
+        ctx = Context(tokenizer=tok, benchmark=bench, seed=0, cache_dir=cache,
+                      make_views=lambda facts: build_views(facts, 3, Paraphraser()),
+                      model_id="tiny", progress=lambda m: None)
+        target = bench.targets[0]
+        request = ForgetRequest(target=target, views=ctx.make_views(target.request), retain=bench.retain_pool())
+        yield {"bench": bench, "model": model, "tok": tok, "ctx": ctx, "request": request}
+
+
+def method(name: str):
+    from r2f_plugin.plugins import registry
+
+    return registry().method(name)()
+
+
+def forget_nll(model, tok, probes) -> float:
+    from r2f_plugin.training import answer_nll, encode
+
+    with torch.no_grad():
+        return float(answer_nll(model, encode(tok, probes)).mean())
+
+
+def logits(model, tok, prompt: str) -> torch.Tensor:
+    with torch.no_grad():
+        return model(**tok(prompt, return_tensors="pt")).logits
+
+
+def unlearned(setting, name: str):
+    """Run ``name`` once per module on a fresh copy (memoised: tests share the result)."""
+    if name in setting.setdefault("edits", {}):
+        return setting["edits"][name]
+    m = method(name)
+    m.setup(setting["model"], setting["ctx"])
+    torch.manual_seed(0)
+    edit = m.unlearn(copy.deepcopy(setting["model"]), setting["request"], setting["ctx"])
+    setting["edits"][name] = (m, edit)
+    return m, edit
+
+
+def test_all_baselines_registered():
+    import importlib
+
+    from r2f_plugin.plugins import registry
+
+    listed = {i.name: i for i in registry().listing("method")}
+    assert set(BASELINES) | {"r2f"} <= set(listed)
+    for name in BASELINES:
+        cls = registry().method(name)
+        assert cls.name == name and cls.__module__.startswith("baselines.")
+        assert "et al." in importlib.import_module(cls.__module__).__doc__ or name.startswith(("lora", "fullgrad"))
+
+
+@pytest.mark.parametrize("name", WEIGHT_EDITING)
+def test_weight_editing_baselines_forget(setting, name):
+    original, tok, facts = setting["model"], setting["tok"], setting["request"].facts
+    _, edit = unlearned(setting, name)
+    before, after = original.state_dict(), edit.model.state_dict()
+    assert any(not torch.equal(before[k], after[k]) for k in before), "no weight changed"
+    assert forget_nll(edit.model, tok, facts) > forget_nll(original, tok, facts) + 0.01
+    assert all(torch.isfinite(v).all() for v in after.values())
+
+
+def test_lora_baselines_step_only_adapted_matrices(setting):
+    from r2f_plugin.gradients import linear_weights
+    from r2f_plugin.lora import target_modules
+
+    _, edit = unlearned(setting, "lora_multi")
+    assert edit.info["views_used"] == len(setting["request"].views) > 1
+    adapted = {n + ".weight" for n in linear_weights(edit.model, target_modules(edit.model))}
+    before, after = setting["model"].state_dict(), edit.model.state_dict()
+    changed = {k for k in before if not torch.equal(before[k], after[k])}
+    assert changed and changed <= adapted
+
+
+def test_eco_edits_no_weight_and_corrupts_only_flagged_prompts(setting):
+    original, tok, request = setting["model"], setting["tok"], setting["request"]
+    m, edit = unlearned(setting, "eco")
+    assert m.edits_weights is False
+    before, after = original.state_dict(), edit.model.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before)
+    assert 0.0 <= edit.info["threshold"] <= 1.0 and edit.info["sigma"] > 0
+    forget_prompt = request.facts[0].prompt
+    utility_prompt = setting["bench"].utility[0].prompt
+    assert not torch.equal(logits(edit.model, tok, forget_prompt), logits(original, tok, forget_prompt))
+    assert torch.equal(logits(edit.model, tok, utility_prompt), logits(original, tok, utility_prompt))
+    # cached decoding steps (one token) are never corrupted
+    one = tok(utility_prompt, return_tensors="pt")["input_ids"][:, -1:]
+    assert torch.equal(edit.model(input_ids=one).logits, original(input_ids=one).logits)
+    assert forget_nll(edit.model, tok, request.facts) > forget_nll(original, tok, request.facts)
+
+
+def test_scrub_teacher_stays_frozen(setting, monkeypatch):
+    import baselines.scrub as scrub
+
+    captured, real = {}, scrub.frozen_copy
+
+    def capture(model):
+        teacher = real(model)
+        captured["teacher"] = teacher
+        captured["before"] = {k: v.clone() for k, v in teacher.state_dict().items()}
+        return teacher
+
+    monkeypatch.setattr(scrub, "frozen_copy", capture)
+    _, edit = unlearned(setting, "scrub")
+    tok, facts = setting["tok"], setting["request"].facts
+    assert forget_nll(edit.model, tok, facts) > forget_nll(setting["model"], tok, facts) + 0.01
+    teacher = captured["teacher"]
+    assert not teacher.training and not any(p.requires_grad for p in teacher.parameters())
+    after = teacher.state_dict()
+    assert all(torch.equal(captured["before"][k], after[k]) for k in after)
+    original = setting["model"].state_dict()
+    assert all(torch.equal(original[k], after[k]) for k in after)
+
+
+def test_sku_negates_the_stage1_task_vector(setting):
+    _, edit = unlearned(setting, "sku")
+    assert edit.info["delta_cosine"] < -0.99 and edit.info["delta_norm"] > 0
+    assert edit.info["stage1_losses"]

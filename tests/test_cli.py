@@ -1,0 +1,84 @@
+"""The command line: a real end-to-end run, listings, and one-line errors for bad input."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from r2f_plugin.cli import main
+
+TINY = ["--model", "embedded:mistral-h64-l2", "--proxy", "embedded:mistral-h32-l2", "--views", "3"]
+
+
+def test_end_to_end_run_writes_records(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["--method", "r2f", "--task", "rwku", "--limit", "1", "--output", str(out), *TINY]) == 0
+    records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert len(records) == 1
+    r = records[0]
+    for key in ("method", "task", "target", "seed", "usr", "gur", "rap", "mia", "seconds", "peak_mem_mb",
+                "grad_cosine", "official", "config", "versions", "views", "models", "data_revision"):
+        assert key in r, key
+    assert r["official"]["before"]["forget_fb"] > 0.5  # the embedded model was taught the facts
+    assert "embedded demo model" in r["models"]["target"]
+    assert r["versions"]["method:r2f"].startswith("r2f-bench==")
+    assert len(r["views"]) == 3
+    assert "usr" in capsys.readouterr().out
+
+
+def test_listings_json(capsys):
+    assert main(["methods", "--json"]) == 0
+    methods = {m["name"]: m for m in json.loads(capsys.readouterr().out)}
+    assert {"r2f", "fullgrad"} <= set(methods)
+    assert any(p["name"] == "rank" for p in methods["r2f"]["params"])
+    assert main(["tasks", "--json"]) == 0
+    tasks = {t["name"]: t for t in json.loads(capsys.readouterr().out)}
+    assert "rwku_forget_fb" in tasks["rwku"]["lm_eval_tasks"]
+
+
+def _bad(args, capsys, pattern):
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and err.startswith("error: "), err
+    assert pattern in err, err
+
+
+def test_unknown_method(capsys):
+    _bad(["--method", "nope", "--task", "rwku"], capsys, "unknown method 'nope'")
+
+
+def test_unknown_task(capsys):
+    _bad(["--method", "r2f", "--task", "nope"], capsys, "unknown task 'nope'")
+
+
+def test_missing_data_dir(capsys, tmp_path):
+    _bad(["--method", "r2f", "--task", "rwku", "--data-dir", str(tmp_path / "absent"), "--output", str(tmp_path)],
+         capsys, "does not exist")
+
+
+def test_malformed_data_file(capsys, tmp_path):
+    from tasks.rwku import SAMPLE_DIR
+
+    data = tmp_path / "rwku"
+    shutil.copytree(SAMPLE_DIR, data)
+    (data / "Target" / "1_Orla_Vantree" / "forget_level1.json").write_text("{oops")
+    _bad(["--method", "r2f", "--task", "rwku", "--data-dir", str(data), "--output", str(tmp_path)], capsys,
+         "malformed data file")
+
+
+def test_limit_zero(capsys, tmp_path):
+    _bad(["--method", "r2f", "--task", "rwku", "--limit", "0", "--output", str(tmp_path)], capsys,
+         "--limit must be at least 1")
+
+
+def test_unwritable_output(capsys, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    _bad(["--method", "r2f", "--task", "rwku", "--output", str(blocker / "out")], capsys, "cannot write")
+
+
+def test_bad_param(capsys, tmp_path):
+    _bad(["--method", "r2f", "--task", "rwku", "--set", "rank", "--output", str(tmp_path)], capsys,
+         "--set expects name=value")

@@ -1,0 +1,89 @@
+"""R2F and FullGrad really forget, keep neighbours, and R2F never holds a full gradient."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from r2f_plugin.data import ForgetRequest
+from r2f_plugin.training import answer_accuracy, answer_nll, encode
+
+NEIGHBOUR_BOUND = 0.15  # max drop of neighbour answer-token accuracy allowed
+
+
+def request_for(tiny, context, i=0):
+    target = tiny["bench"].targets[i]
+    return target, ForgetRequest(target=target, views=context.make_views(target.request),
+                                 retain=tiny["bench"].retain_pool())
+
+
+def run_method(name, tiny, context, **params):
+    from r2f_plugin.plugins import registry
+
+    cls = registry().method(name)
+    method = cls(cls.parse_params({k: str(v) for k, v in params.items()}))
+    method.setup(tiny["model"], context)
+    target, request = request_for(tiny, context)
+    model = copy.deepcopy(tiny["model"])
+    edit = method.unlearn(model, request, context)
+    return method, target, request, edit
+
+
+@pytest.mark.parametrize("name", ["r2f", "fullgrad"])
+def test_method_forgets_and_retains(name, tiny, context):
+    method, target, request, edit = run_method(name, tiny, context, step=0.02)
+    tok, before = tiny["tok"], tiny["model"]
+    facts = request.facts
+    with torch.no_grad():
+        nll_before = answer_nll(before, encode(tok, facts)).mean()
+        nll_after = answer_nll(edit.model, encode(tok, facts)).mean()
+    assert nll_after > nll_before + 0.5
+    assert answer_accuracy(edit.model, tok, facts) < answer_accuracy(before, tok, facts) - 0.2
+    neighbours = [p for s in ("neighbor_fb", "neighbor_qa") for p in target.probes[s]]
+    assert answer_accuracy(edit.model, tok, neighbours) >= answer_accuracy(before, tok, neighbours) - NEIGHBOUR_BOUND
+    assert any(not torch.equal(a, b) for a, b in zip(edit.model.parameters(), before.parameters()))
+
+
+def test_r2f_records_decoder_and_cosine(tiny, context):
+    method, target, request, edit = run_method("r2f", tiny, context)
+    assert edit.info["decoder"] == "two_sided" and "proxy-fitted" in edit.info["decoder_uses"]
+    diag = method.diagnostics(tiny["model"], request, context)
+    assert diag["grad_cosine"] > 0.5 and "mlp_in" in diag["grad_cosine_by_role"]
+
+
+def test_r2f_holds_no_full_gradient(tiny, context):
+    """No parameter of the target ever gets a .grad during an R2F deletion."""
+    from r2f_plugin.r2f import R2F
+
+    method = R2F()
+    method.setup(tiny["model"], context)
+    _, request = request_for(tiny, context)
+    model = copy.deepcopy(tiny["model"])
+    base = {id(p) for p in model.parameters()}
+    seen = []
+    original_backward = torch.Tensor.backward
+
+    def spy(self, *a, **k):
+        original_backward(self, *a, **k)
+        seen.extend(p for p in model.parameters() if id(p) in base and p.grad is not None)
+
+    torch.Tensor.backward = spy
+    try:
+        method.unlearn(model, request, context)
+    finally:
+        torch.Tensor.backward = original_backward
+    assert not seen
+    assert all(p.grad is None for p in model.parameters())
+
+
+def test_nan_weights_give_a_clear_error(tiny, context):
+    from r2f_plugin.errors import UserError
+
+    method, target, request, _ = run_method("fullgrad", tiny, context)
+    broken = copy.deepcopy(tiny["model"])
+    with torch.no_grad():
+        next(broken.parameters()).fill_(float("nan"))
+    with pytest.raises(UserError, match="not finite|NaN"):
+        method.unlearn(broken, request, context)

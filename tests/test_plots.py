@@ -1,0 +1,51 @@
+import argparse
+
+import pytest
+from test_tables import record
+
+from r2f_plugin.errors import UserError
+from r2f_plugin.plots import add_plot_parser, plot_ablation, series
+from r2f_plugin.store import Store, record_key
+
+
+def ablation_records():
+    out = []
+    for task in ("rwku", "wmdp"):
+        for seed in (0, 1):
+            for rank in (2, 4, 8):
+                out.append(record("r2f", task, seed, "t1", 10.0 * rank + seed, 90.0, 5.0, 0.9, 1.0,
+                                  params={"rank": str(rank)}))
+            for views in (1, 2, 3):
+                r = record("r2f", task, seed, "t1", 20.0 + views, 80.0, 5.0, 0.8, 1.0)
+                r["config"]["views"] = views
+                out.append(r)
+    out.append(record("fullgrad", "rwku", 0, "t1", 50.0, 90.0, 30.0, 0.7, 10.0))  # views=5 only: no line
+    return out
+
+
+def test_series_per_task_and_line():
+    rank = series(ablation_records(), "rank")
+    assert set(rank) == {("rwku", "r2f"), ("wmdp", "r2f")}
+    stat = rank[("rwku", "r2f")]["usr"][4.0]
+    assert (stat.mean, stat.n) == (40.5, 2)
+    views = series(ablation_records(), "views")
+    assert set(views) == {("rwku", "r2f"), ("wmdp", "r2f")}  # rank runs differ in params: not this line
+    assert sorted(views[("rwku", "r2f")]["usr"]) == [1.0, 2.0, 3.0]
+    assert series([], "rank") == {}
+
+
+def test_plots_written_as_png(tmp_path, capsys):
+    store = Store(tmp_path / "store")
+    for r in ablation_records():
+        store.put(record_key(r), r)
+    parser = argparse.ArgumentParser()
+    add_plot_parser(parser.add_subparsers())
+    args = parser.parse_args(["plot", "--output", str(store.root)])
+    args.func(args)
+    for axis in ("rank", "views"):
+        assert (store.root / "plots" / f"{axis}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not plot_ablation([r for r in ablation_records() if "rank" not in r["config"]["params"]], "rank",
+                             tmp_path / "none.png")
+    args = parser.parse_args(["plot", "--output", str(tmp_path / "empty")])
+    with pytest.raises(UserError, match="no rank or views ablation"):
+        args.func(args)

@@ -1,0 +1,80 @@
+"""Plugin discovery: built-ins via entry points, throwaway plugins, broken plugins."""
+
+from __future__ import annotations
+
+import importlib.metadata as md
+import types
+
+import pytest
+
+from r2f_plugin import hookimpl
+from r2f_plugin.data import ForgetRequest
+from r2f_plugin.errors import UserError
+from r2f_plugin.plugins import PluginRegistry
+from r2f_plugin.unlearner import Edit, Unlearner
+
+
+class Noop(Unlearner):
+    """Returns the model unchanged (a throwaway plugin for tests)."""
+
+    name = "noop_test"
+
+    def unlearn(self, model, request: ForgetRequest, ctx) -> Edit:
+        return Edit(model)
+
+
+def test_builtins_arrive_through_entry_points():
+    reg = PluginRegistry()
+    reg.load_entry_points()
+    names = {i.name for i in reg.listing("method")}
+    assert {"r2f", "fullgrad"} <= names
+    assert "rwku" in {i.name for i in reg.listing("task")}
+    assert reg.listing("method")[0].distribution == "r2f-bench"
+
+
+def test_throwaway_plugin_registers_and_lists():
+    reg = PluginRegistry()
+    plugin = types.SimpleNamespace(register_unlearners=hookimpl(lambda register: register(Noop)))
+    reg.register(plugin, "throwaway", "my-dist", "9.9")
+    assert reg.method("noop_test") is Noop
+    info = reg.listing("method")[0]
+    assert (info.name, info.distribution, info.version) == ("noop_test", "my-dist", "9.9")
+    reg.unregister("throwaway")
+    with pytest.raises(UserError, match="unknown method 'noop_test'"):
+        reg.method("noop_test")
+
+
+def test_broken_plugin_warns_by_name_and_others_load(monkeypatch):
+    real = md.entry_points
+
+    class Broken:
+        name, dist = "broken_plugin", None
+
+        def load(self):
+            raise ImportError("no module named nowhere")
+
+    monkeypatch.setattr(md, "entry_points", lambda group: [Broken(), *real(group=group)])
+    reg = PluginRegistry()
+    with pytest.warns(UserWarning, match="'broken_plugin' failed to load"):
+        reg.load_entry_points()
+    assert reg.method("r2f").name == "r2f"
+
+
+def test_duplicate_names_are_refused():
+    reg = PluginRegistry()
+    other = type("OtherNoop", (Noop,), {})
+    for n, cls in (("a", Noop), ("b", other)):
+        reg.register(types.SimpleNamespace(register_unlearners=hookimpl(lambda register, c=cls: register(c))), n)
+    with pytest.raises(UserError, match="registered twice"):
+        reg.method("noop_test")
+
+
+def test_params_override_and_errors():
+    from r2f_plugin.r2f import R2F
+
+    p = R2F.parse_params({"rank": "4", "step": "0.1"})
+    assert (p.rank, p.step) == (4, 0.1)
+    with pytest.raises(UserError, match="no parameter 'nope'"):
+        R2F.parse_params({"nope": "1"})
+    with pytest.raises(UserError, match="expects a int"):
+        R2F.parse_params({"rank": "eight"})

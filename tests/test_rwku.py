@@ -1,0 +1,66 @@
+"""RWKU loader on the bundled sample, on the shared real data, and on broken input."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from r2f_plugin.errors import UserError
+from r2f_plugin.lmeval import load_probe_dataset
+from tasks.rwku import RWKU
+
+from conftest import SHARED_DATA
+
+
+def test_bundled_sample_loads():
+    b = RWKU().load(None, None, None, n_dev=2)
+    assert [t.id for t in b.targets] == ["1_Orla_Vantree", "2_Bram_Ostelic", "3_Tamsin_Quorve"]
+    assert {t.id for t in b.dev_targets}.isdisjoint(t.id for t in b.targets)
+    t = b.targets[0]
+    assert set(t.probes) == {"forget_fb", "forget_qa", "forget_aa", "neighbor_fb", "neighbor_qa"}
+    assert t.request == t.probes["forget_fb"] + t.probes["forget_qa"]
+    assert b.utility and b.general_prompts and len(b.revision) == 12
+
+
+@pytest.mark.skipif(not (SHARED_DATA / "rwku").is_dir(), reason="../shared/data/rwku not present")
+def test_shared_rwku_loads():
+    b = RWKU().load(SHARED_DATA / "rwku", None, 10, n_dev=3)
+    assert [t.id.split("_")[0] for t in b.targets] == [str(i) for i in range(1, 11)]
+    assert [t.id.split("_")[0] for t in b.dev_targets] == ["100", "99", "98"]
+    king = b.targets[0]
+    assert king.name == "Stephen King"
+    assert len(king.probes["forget_fb"]) > 5 and len(king.probes["forget_aa"]) > 5
+    assert king.probes["forget_qa"][0].prompt.startswith("Question: ")
+    assert len(b.utility) == 60
+    picked = RWKU().load(SHARED_DATA / "rwku", ["Confucius", "3"], None, n_dev=1)
+    assert [t.name for t in picked.targets] == ["Confucius", "Bruce Lee"]
+
+
+def test_lm_eval_dataset_hook_reads_official_layout():
+    ds = load_probe_dataset("rwku", "forget_qa", targets="1")
+    assert len(ds["test"]) == 6 and ds["test"][0]["answer"] == "novelist"
+
+
+def test_errors_name_the_problem(tmp_path):
+    with pytest.raises(UserError, match="does not exist"):
+        RWKU().load(tmp_path / "nope", None, None, 1)
+    with pytest.raises(UserError, match="--limit must be at least 1"):
+        RWKU().load(None, None, 0, 1)
+    with pytest.raises(UserError, match="unknown RWKU target 'Nobody'"):
+        RWKU().load(None, ["Nobody"], None, 1)
+    from tasks.rwku import SAMPLE_DIR
+
+    broken = tmp_path / "rwku"
+    shutil.copytree(SAMPLE_DIR, broken)
+    f = broken / "Target" / "1_Orla_Vantree" / "forget_level2.json"
+    f.write_text("[{\"query\": \"x\"")
+    with pytest.raises(UserError, match="malformed data file .*forget_level2.json"):
+        RWKU().load(broken, None, 1, 0)
+    f.write_text(json.dumps([{"query": "x"}]))
+    with pytest.raises(UserError, match="lacks field 'answer'"):
+        RWKU().load(broken, None, 1, 0)
+    f.unlink()
+    with pytest.raises(UserError, match="missing data file .*forget_level2.json"):
+        RWKU().load(broken, None, 1, 0)

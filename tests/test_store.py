@@ -1,0 +1,81 @@
+import json
+import multiprocessing as mp
+
+import pytest
+
+from r2f_plugin.store import Store, job_key, record_key
+
+CONFIG = {"method": "r2f", "task": "rwku", "seed": 0, "params": {"rank": "8", "lr": "1e-4"}, "views": 5,
+          "output": "out-a"}
+VERSIONS = {"r2f-bench": "0.1.0"}
+
+
+def test_key_is_canonical_and_ignores_output():
+    k = job_key(CONFIG, "t1", "rev", VERSIONS)
+    reordered = {**dict(reversed(list(CONFIG.items()))), "params": {"lr": "1e-4", "rank": "8"}}
+    assert job_key(reordered, "t1", "rev", VERSIONS) == k
+    assert job_key({**CONFIG, "output": "elsewhere"}, "t1", "rev", VERSIONS) == k
+    assert len(k) == 64
+
+
+@pytest.mark.parametrize("change", [
+    dict(config={**CONFIG, "seed": 1}), dict(config={**CONFIG, "params": {"rank": "4", "lr": "1e-4"}}),
+    dict(config={**CONFIG, "views": 3}), dict(target="t2"), dict(revision="rev2"),
+    dict(versions={"r2f-bench": "0.2.0"}),
+])
+def test_key_changes_with_anything_that_determines_the_result(change):
+    base = dict(config=CONFIG, target="t1", revision="rev", versions=VERSIONS)
+    args = {**base, **change}
+    assert job_key(args["config"], args["target"], args["revision"], args["versions"]) != \
+        job_key(CONFIG, "t1", "rev", VERSIONS)
+
+
+def test_put_get_records_and_log(tmp_path):
+    store = Store(tmp_path)
+    record = {"method": "r2f", "task": "rwku", "target": "t1", "seed": 0, "usr": 50.0, "config": CONFIG,
+              "data_revision": "rev", "versions": VERSIONS}
+    key = record_key(record)
+    assert not store.done(key) and list(store.records()) == []
+    store.put(key, record)
+    assert store.done(key) and store.get(key)["key"] == key
+    assert [r["usr"] for r in store.records()] == [50.0]
+    store.put(key, record)  # same key again: idempotent
+    assert len(store) == 1 and record_key(store.get(key)) == key
+    assert [json.loads(line)["key"] for line in store.log.read_text().splitlines()] == [key, key]
+    assert not list(store.jobs.glob(".*"))  # no temporary files left
+
+
+def test_unreadable_file_is_not_done(tmp_path):
+    store = Store(tmp_path)
+    key = "ab" * 32
+    store.jobs.mkdir(parents=True)
+    store.path(key).write_text('{"truncated":')
+    assert not store.done(key)
+    with pytest.warns(UserWarning, match="unreadable"):
+        assert list(store.records()) == []
+    with pytest.raises(ValueError):
+        store.path("../escape")
+
+
+def _writer(root: str, worker: int, n: int) -> None:
+    store = Store(root)
+    for i in range(n):
+        store.put(job_key({"i": i, "w": worker}, "t", "r", {}), {"worker": worker, "i": i, "pad": "x" * 5000})
+        store.put(job_key({"shared": i}, "t", "r", {}), {"shared": i, "pad": "y" * 5000})
+
+
+def test_concurrent_processes_never_corrupt(tmp_path):
+    ctx = mp.get_context("fork")
+    procs = [ctx.Process(target=_writer, args=(str(tmp_path), w, 25)) for w in range(3)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join()
+        assert p.exitcode == 0
+    store = Store(tmp_path)
+    records = list(store.records())
+    assert len(records) == 3 * 25 + 25
+    assert all(len(r["pad"]) == 5000 for r in records)
+    lines = store.log.read_text().splitlines()
+    assert len(lines) == 2 * 3 * 25 and all(json.loads(line) for line in lines)
+    assert not list(store.jobs.glob(".*"))

@@ -1,0 +1,145 @@
+from collections import Counter
+from types import SimpleNamespace
+
+import fake_runner
+import pytest
+
+from r2f_plugin.errors import UserError
+from r2f_plugin.store import Store, record_key
+from r2f_plugin.sweep import (RANKS, TRANSFER_PROXIES, TRANSFER_TARGETS, VIEWS, execute, expand, main,
+                              parse_seeds, plan, shard)
+
+REGISTRY = SimpleNamespace(listing=lambda kind: [SimpleNamespace(name=n) for n in (
+    ["fullgrad", "ga", "r2f"] if kind == "method" else ["rwku", "wmdp"])])
+
+
+@pytest.fixture(autouse=True)
+def _fresh_calls(monkeypatch):
+    fake_runner.CALLS.clear()
+    monkeypatch.delenv("R2F_FAKE_REVISION", raising=False)
+    monkeypatch.delenv("R2F_FAKE_LOG", raising=False)
+
+
+def calls() -> Counter:
+    return Counter((c["label"], c["target"]) for c in fake_runner.CALLS)
+
+
+def test_seeds_and_all_expansion():
+    assert parse_seeds("0,1, 2") == [0, 1, 2] and parse_seeds("0-3,3,7") == [0, 1, 2, 3, 7]
+    with pytest.raises(UserError):
+        parse_seeds("a")
+    assert expand(["all"], "method", REGISTRY) == ["fullgrad", "ga", "r2f"]
+    assert expand(["all"], "task", REGISTRY) == ["rwku", "wmdp"]
+    assert expand(["r2f", "ga", "r2f"], "method", REGISTRY) == ["r2f", "ga"]
+    with pytest.raises(UserError, match="unknown method 'nope'"):
+        expand(["nope"], "method", REGISTRY)
+    assert expand(["nope"], "method", REGISTRY, check=False) == ["nope"]
+    empty = SimpleNamespace(listing=lambda kind: [])
+    with pytest.raises(UserError, match="no methods are registered"):
+        expand(["all"], "method", empty)
+
+
+def test_plan_product_order_and_presets():
+    jobs = plan(["r2f", "ga"], ["rwku", "wmdp"], [0, 1], params={"lr": "1"}, limit=2, output="o")
+    assert len(jobs) == 8 and len({j.label for j in jobs}) == 8
+    assert [j.fields["seed"] for j in jobs] == [0] * 4 + [1] * 4  # seed-major
+    assert jobs[0].fields == {"method": "r2f", "task": "rwku", "seed": 0, "output": "o", "params": {"lr": "1"},
+                              "limit": 2}
+    rank = plan(["r2f"], ["rwku"], [0], ablation="rank", params={"lr": "1"})
+    assert [j.fields["params"] for j in rank] == [{"lr": "1", "rank": str(r)} for r in RANKS]
+    assert [j.fields["views"] for j in plan(["r2f"], ["rwku"], [0], ablation="views")] == list(VIEWS)
+    transfer = plan(["r2f"], ["rwku"], [0], ablation="transfer")
+    assert len(transfer) == 36
+    assert {(j.fields["model"], j.fields["proxy"]) for j in transfer} == \
+        {(t, p) for t in TRANSFER_TARGETS for p in TRANSFER_PROXIES}
+    assert {j.fields["model"].split(":")[1].split("-")[0] for j in transfer} == {"mistral", "llama", "gpt2"}
+    own = plan(["r2f"], ["rwku"], [0], ablation="transfer", models=["a", "b"], proxies=["c"])
+    assert [(j.fields["model"], j.fields["proxy"]) for j in own] == [("a", "c"), ("b", "c")]
+    with pytest.raises(UserError):
+        plan(["r2f"], ["rwku"], [0], ablation="depth")
+
+
+def test_shards_partition_the_plan():
+    jobs = plan(["a", "b", "c"], ["x"], [0, 1, 2])
+    parts = [shard(jobs, i, 4) for i in range(4)]
+    labels = [j.label for p in parts for j in p]
+    assert sorted(labels) == sorted(j.label for j in jobs) and len(set(labels)) == len(jobs)
+
+
+def test_runs_everything_then_skips_on_resume(tmp_path):
+    jobs = plan(["r2f", "ga"], ["rwku"], [0, 1], output=str(tmp_path))
+    first = execute(jobs, str(tmp_path), runner=fake_runner, process=(0, 1), progress=lambda m: None)
+    assert (first.ran, first.skipped) == (12, 0)
+    store = Store(tmp_path)
+    assert len(store) == 12 and all(record_key(r) == r["key"] for r in store.records())
+    again = execute(jobs, str(tmp_path), runner=fake_runner, process=(0, 1), progress=lambda m: None)
+    assert (again.ran, again.skipped) == (0, 12)
+    assert set(calls().values()) == {1}
+
+
+def test_changed_config_or_data_forces_a_rerun(tmp_path, monkeypatch):
+    quiet = dict(runner=fake_runner, process=(0, 1), progress=lambda m: None)
+    execute(plan(["r2f"], ["rwku"], [0]), str(tmp_path), **quiet)
+    report = execute(plan(["r2f"], ["rwku"], [0], params={"rank": "4"}), str(tmp_path), **quiet)
+    assert report.ran == 3  # same names, changed hyper-parameter: new keys
+    report = execute(plan(["r2f"], ["rwku"], [0], views=3), str(tmp_path), **quiet)
+    assert report.ran == 3
+    monkeypatch.setenv("R2F_FAKE_REVISION", "rev2")
+    assert execute(plan(["r2f"], ["rwku"], [0]), str(tmp_path), **quiet).ran == 3
+    assert len(Store(tmp_path)) == 12
+
+
+class Killed(BaseException):
+    """Stands for SIGKILL/Ctrl-C: not an Exception, so nothing catches it."""
+
+
+def test_killed_midway_resumes_each_job_exactly_once(tmp_path, monkeypatch):
+    jobs = plan(["r2f", "ga", "fullgrad"], ["rwku"], [0, 1])
+    real = fake_runner.Run.run_target
+    budget = {"left": 7}
+
+    def dying(self, target):
+        if budget["left"] == 0:
+            raise Killed()
+        budget["left"] -= 1
+        return real(self, target)
+
+    monkeypatch.setattr(fake_runner.Run, "run_target", dying)
+    with pytest.raises(Killed):
+        execute(jobs, str(tmp_path), runner=fake_runner, process=(0, 1), progress=lambda m: None)
+    assert len(Store(tmp_path)) == 7
+    monkeypatch.setattr(fake_runner.Run, "run_target", real)
+    report = execute(jobs, str(tmp_path), runner=fake_runner, process=(0, 1), progress=lambda m: None)
+    assert (report.ran, report.skipped) == (18 - 7, 7)
+    assert len(calls()) == 18 and set(calls().values()) == {1}
+    assert len(Store(tmp_path)) == 18
+
+
+def test_keep_going_reports_failures(tmp_path, monkeypatch):
+    real = fake_runner.Run.run_target
+
+    def flaky(self, target):
+        if self.config.method == "ga":
+            raise RuntimeError("boom")
+        return real(self, target)
+
+    monkeypatch.setattr(fake_runner.Run, "run_target", flaky)
+    jobs = plan(["ga", "r2f"], ["rwku"], [0])
+    with pytest.raises(RuntimeError):
+        execute(jobs, str(tmp_path), runner=fake_runner, process=(0, 1), progress=lambda m: None)
+    report = execute(jobs, str(tmp_path), runner=fake_runner, process=(0, 1), keep_going=True,
+                     progress=lambda m: None)
+    assert report.ran == 3 and len(report.failed) == 1 and "boom" in report.failed[0]
+
+
+def test_module_entry_point_runs_and_resumes(tmp_path, capsys):
+    argv = ["--runner", "fake_runner", "--methods", "r2f,ga", "--tasks", "rwku", "--seeds", "0-1",
+            "--set", "lr=0.1", "--limit", "2", "--output", str(tmp_path)]
+    assert main(argv + ["--dry-run"]) == 0
+    assert "4 jobs planned" in capsys.readouterr().out and len(Store(tmp_path)) == 0
+    assert main(argv) == 0
+    assert "8 targets run, 0 already done" in capsys.readouterr().out
+    assert main(argv) == 0
+    assert "0 targets run, 8 already done" in capsys.readouterr().out
+    assert {r["config"]["params"]["lr"] for r in Store(tmp_path).records()} == {"0.1"}
+    assert main(argv + ["--runner", "no_such_runner_module"]) == 2

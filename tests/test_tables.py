@@ -1,0 +1,124 @@
+import argparse
+import csv
+import io
+
+import pytest
+
+from r2f_plugin.errors import UserError
+from r2f_plugin.store import Store, record_key
+from r2f_plugin.tables import add_table_parser, build_tables, render, summarize, to_markdown
+
+TARGET, PROXY = "embedded:mistral-h128-l4", "embedded:mistral-h64-l2"
+FACTS = {"rwku": 120, "wmdp": 80}
+# method -> (usr, gur, rap, mia, seconds) bases; per seed s and target t the value is base + s + (0 | 2)
+BASES = {"fullgrad": (50, 90, 30, 0.70, 10), "ga": (60, 80, 10, 0.60, 6), "r2f": (80, 95, 20, 0.90, 2)}
+
+
+def record(method, task, seed, target, usr, gur, rap, mia, seconds, params=None, model="embedded",
+           proxy="embedded-proxy"):
+    """A record shaped like the runner's; the model label differs per task, as embedded models' do."""
+    config = {"method": method, "task": task, "seed": seed, "model": model, "proxy": proxy,
+              "params": params or {}, "views": 5, "output": "x", "limit": None, "targets": None,
+              "data_dir": None}
+    label = f"{TARGET if model == 'embedded' else model} (embedded demo model, taught {FACTS[task]} facts)"
+    return {"method": method, "task": task, "target": target, "seed": seed, "usr": usr, "gur": gur,
+            "rap": rap, "mia": mia, "seconds": seconds, "peak_mem_mb": 100.0 * seconds, "config": config,
+            "versions": {"r2f-bench": "0.1.0", "torch": "2.13.0"},
+            "models": {"target": label, "proxy": PROXY if proxy == "embedded-proxy" else proxy},
+            "data_revision": f"{task}-rev1", "official": {}}
+
+
+def synthetic():
+    out = []
+    for method, (usr, gur, rap, mia, sec) in BASES.items():
+        for task in ("rwku", "wmdp"):
+            for seed in (0, 1, 2):
+                for target, d in (("t1", 0), ("t2", 2)):
+                    out.append(record(method, task, seed, target, usr + seed + d, gur + seed + d,
+                                      rap + seed + d, mia + (seed + d) / 100, sec + seed + d))
+    # a variant with one seed, and a target whose USR is undefined (nothing known before)
+    out.append(record("r2f", "rwku", 0, "t1", 10.0, 10.0, 99.0, 0.1, 1.0, params={"rank": "4"}))
+    out.append(record("r2f", "rwku", 0, "t3", None, 10.0, 99.0, 0.1, 1.0, params={"rank": "4"}))
+    return out
+
+
+@pytest.fixture
+def tables():
+    return {t.name: t for t in build_tables(synthetic())}
+
+
+def row(table, label):
+    return dict(zip([c.key for c in table.columns], dict(table.rows)[label]))
+
+
+def test_mean_std_n_over_seeds(tables):
+    t1 = tables["table1"]
+    assert [label for label, _ in t1.rows] == ["fullgrad", "ga", "r2f", "r2f [rank=4]"]
+    cell = row(t1, "r2f")["rwku.usr"]
+    assert (cell.mean, cell.std, cell.n) == (82.0, 1.0, 3)  # per-seed means 81, 82, 83
+    variant = row(t1, "r2f [rank=4]")
+    assert (variant["rwku.usr"].mean, variant["rwku.usr"].std, variant["rwku.usr"].n) == (10.0, None, 1)
+    assert variant["wmdp.usr"] is None
+    assert summarize([]) is None
+
+
+def test_bold_best_respects_direction(tables):
+    md = to_markdown(tables["table1"])
+    assert "| r2f | **82.0 ± 1.0** (n=3) | **97.0 ± 1.0** (n=3) |" in md
+    assert "| fullgrad | 52.0 ± 1.0 (n=3) |" in md
+    rap = to_markdown(tables["rap"])  # lower is better
+    assert "| ga | **12.0 ± 1.0** (n=3) |" in rap and "**22.0" not in rap
+    assert "**0.920 ± 0.010** (n=3)" in to_markdown(tables["mia"])
+    cost = tables["cost"]
+    ratio = row(cost, "r2f")["rwku.seconds_vs_fullgrad"]
+    assert ratio.mean == pytest.approx(4 / 12) and "0.33×" in to_markdown(cost)
+    assert "| r2f [rank=4] | **1.00** (n=1) | 0.08× |" in to_markdown(cost)
+
+
+def test_all_formats_state_provenance(tables):
+    rendered = {fmt: render(list(tables.values()), fmt) for fmt in ("md", "latex", "csv", "html")}
+    assert set(rendered["csv"]) == {f"{name}.csv" for name in tables}
+    for fmt, files in rendered.items():
+        for text in files.values():
+            for needle in (TARGET, PROXY, "rwku-rev1", "r2f-bench 0.1.0", "torch 2.13.0"):
+                assert needle in text, (fmt, needle)
+    tex = rendered["latex"]["tables.tex"]
+    assert r"\toprule" in tex and r"\cmidrule(lr){2-3}" in tex and r"\textbf{82.0 $\pm$ 1.0} {\scriptsize (3)}" in tex
+    assert r"\multicolumn{2}{c}{wmdp}" in tex and r"$\times$ fullgrad" in tex
+    page = rendered["html"]["tables.html"]
+    assert page.startswith("<!DOCTYPE html>") and "<style>" in page and "<b>82.0 ± 1.0</b>" in page
+    assert "<script" not in page and "src=" not in page and "href=" not in page
+    table1 = rendered["csv"]["table1.csv"]
+    rows = list(csv.DictReader(io.StringIO("\n".join(l for l in table1.splitlines() if not l.startswith("#")))))
+    r2f = next(r for r in rows if r["row"] == "r2f")
+    assert (float(r2f["rwku.usr_mean"]), float(r2f["rwku.usr_std"]), r2f["rwku.usr_n"]) == (82.0, 1.0, "3")
+
+
+def test_transfer_matrix():
+    recs = [record("r2f", "rwku", seed, "t1", 50 + 10 * i + seed, 90.0, 0.0, 0.9, 1.0, model=t, proxy=p)
+            for seed in (0, 1) for i, (t, p) in enumerate(
+                [("embedded:llama-h128-l4", "embedded:gpt2-h64-l2"), ("embedded:llama-h128-l4", "embedded:llama-h64-l2"),
+                 ("embedded:gpt2-h128-l4", "embedded:gpt2-h64-l2")])]
+    tables = {t.name: t for t in build_tables(recs)}
+    matrix = tables["transfer-rwku"]
+    assert [label for label, _ in matrix.rows] == ["embedded:gpt2-h128-l4", "embedded:llama-h128-l4"]
+    assert [c.group for c in matrix.columns] == ["embedded:gpt2-h64-l2"] * 2 + ["embedded:llama-h64-l2"] * 2
+    cells = row(matrix, "embedded:gpt2-h128-l4")
+    assert cells["embedded:gpt2-h64-l2.usr"].mean == 70.5 and cells["embedded:llama-h64-l2.usr"] is None
+    assert "**70.5 ± 0.7** (n=2)" in to_markdown(matrix)
+
+
+def test_table_command_writes_every_format(tmp_path, capsys):
+    store = Store(tmp_path / "store")
+    for r in synthetic():
+        store.put(record_key(r), r)
+    parser = argparse.ArgumentParser()
+    add_table_parser(parser.add_subparsers())
+    args = parser.parse_args(["table", "--output", str(store.root)])
+    args.func(args)
+    written = sorted(p.name for p in (store.root / "tables").iterdir())
+    assert written == ["cost.csv", "mia.csv", "rap.csv", "table1.csv", "tables.html", "tables.md", "tables.tex"]
+    assert "**82.0 ± 1.0** (n=3)" in capsys.readouterr().out
+    args = parser.parse_args(["table", "--output", str(tmp_path / "empty")])
+    with pytest.raises(UserError, match="no results"):
+        args.func(args)

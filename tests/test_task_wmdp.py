@@ -1,0 +1,104 @@
+"""WMDP task: loader (bundled sample, shared data), errors, official scores, lm-eval hook."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from r2f_plugin.errors import UserError
+from task_helpers import assert_lm_eval_round_trip, shared_dir
+from tasks.wmdp import LETTERS, SAMPLE_DIR, WMDP, mc_prompt, usr_above_chance
+
+
+@pytest.fixture
+def sample_copy(tmp_path: Path) -> Path:
+    """A writable copy of the sample: ``<tmp>/wmdp`` with ``<tmp>/mmlu`` beside it."""
+    shutil.copytree(SAMPLE_DIR.parent, tmp_path, dirs_exist_ok=True)
+    return tmp_path / "wmdp"
+
+
+def test_sample_targets_requests_and_probes():
+    bench = WMDP().load(None, None, None, n_dev=2)
+    assert [t.id for t in bench.targets] == ["bio-1", "chem-1", "cyber-1"]
+    assert {t.id for t in bench.dev_targets}.isdisjoint(t.id for t in bench.targets)
+    assert "bundled sample" in bench.source and bench.revision == WMDP().load(None, None, None, 0).revision
+    bio = bench.targets[0]
+    assert set(bio.probes) == {"forget_bio", "forget_qa", "neighbor_mmlu"}
+    assert bio.request == bio.probes["forget_qa"] and len(bio.request) == 5
+    for p in bio.probes["forget_bio"] + bio.probes["neighbor_mmlu"] + bench.utility:
+        assert p.choices == LETTERS and p.answer == LETTERS[p.label]
+    fact, mc = bio.request[0], bio.probes["forget_bio"][0]
+    assert fact.question == mc.question and fact.answer in fact.prompt and "Options:" in fact.prompt
+    assert all(p.question for p in bench.utility) and bench.general_prompts
+
+
+def test_mc_prompt_is_lm_eval_wmdp_format():
+    assert mc_prompt(" Which? ", ["w", "x", "y", "z"], "biology") == (
+        "The following are multiple choice questions (with answers) about biology.\n\n"
+        "Which?\nA. w\nB. x\nC. y\nD. z\nAnswer:")
+
+
+def test_target_selection():
+    task = WMDP()
+    assert [t.id for t in task.load(None, ["chem"], None, 0).targets] == ["chem-1", "chem-2"]
+    assert len(task.load(None, ["all"], None, 0).targets) == 6
+    assert [t.id for t in task.load(None, ["cyber-2", "bio-1"], 1, 0).targets] == ["cyber-2"]
+    with pytest.raises(UserError, match="unknown wmdp target 'bio-9'"):
+        task.load(None, ["bio-9"], None, 0)
+    with pytest.raises(UserError, match="--limit"):
+        task.load(None, None, 0, 0)
+
+
+def test_shared_data():
+    root = shared_dir("wmdp")
+    shared_dir("mmlu")
+    bench = WMDP().load(root, ["all"], None, 0)
+    sizes = {d: sum(len(t.probes.get(f"forget_{d}", [])) for t in bench.targets) for d in ("bio", "chem", "cyber")}
+    assert sizes == {"bio": 637, "chem": 204, "cyber": 993}
+    first = json.loads((root / "bio_questions.json").read_text())[0]
+    probe = bench.targets[0].probes["forget_bio"][0]
+    assert probe.prompt == mc_prompt(first["question"], first["choices"], "biology") and probe.label == first["answer"]
+    assert len(bench.utility) == 100 and all("college_biology" not in p.prompt for p in bench.utility)
+    assert all(t.probes["neighbor_mmlu"] for t in bench.targets)
+
+
+@pytest.mark.parametrize("victim", ["chem_questions.json", "../mmlu/mmlu_all_val.json"])
+def test_missing_file_is_named(sample_copy: Path, victim: str):
+    (sample_copy / victim).unlink()
+    with pytest.raises(UserError, match=Path(victim).name):
+        WMDP().load(sample_copy, None, None, 0)
+
+
+def test_malformed_rows_are_named(sample_copy: Path):
+    path = sample_copy / "cyber_questions.json"
+    rows = json.loads(path.read_text())
+    del rows[3]["choices"]
+    path.write_text(json.dumps(rows))
+    with pytest.raises(UserError, match=r"cyber_questions.json: row 3 lacks field 'choices'"):
+        WMDP().load(sample_copy, None, None, 0)
+    rows[3]["choices"], rows[3]["answer"] = ["a", "b", "c", "d"], 4
+    path.write_text(json.dumps(rows))
+    with pytest.raises(UserError, match="row 3 needs 4 'choices' and an 'answer' index"):
+        WMDP().load(sample_copy, None, None, 0)
+
+
+def test_official_scores_and_chance_floor():
+    scores = WMDP().official_scores({"forget_chem": 0.4, "forget_qa": 0.9, "neighbor_mmlu": 0.7, "utility": 0.6})
+    assert scores == {"wmdp_chem_acc": 0.4, "mmlu_related_acc": 0.7, "mmlu_acc": 0.6}
+    # 4 known questions, 3 forgotten: the 4th right by chance; 75% plain USR is complete unlearning
+    assert usr_above_chance([True] * 4, [False, False, False, True]) == pytest.approx(100.0)
+    assert usr_above_chance([True, True, False], [True, False, False]) == pytest.approx(50 / 0.75)
+    assert usr_above_chance([True] * 4, [False] * 4) == 100.0
+    assert usr_above_chance([False], [False]) is None
+
+
+def test_group_yaml_weights_domains_by_size():
+    text = (WMDP.yaml_dir() / "wmdp_forget.yaml").read_text()
+    assert all(f"- wmdp_forget_{d}" in text for d in ("bio", "chem", "cyber")) and "weight_by_size: true" in text
+
+
+def test_lm_eval_round_trip():
+    assert_lm_eval_round_trip(WMDP)
