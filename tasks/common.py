@@ -72,11 +72,20 @@ def resolve_root(data_dir: Path | None, sample: Path) -> tuple[Path, str]:
     return root, SAMPLE_SOURCE if data_dir is None else str(root)
 
 
+def cut_before(text: str, stops: Sequence[str]) -> str:
+    """``text`` up to the first occurrence of any of ``stops``."""
+    for stop in stops:
+        text = text.split(stop)[0]
+    return text
+
+
 @torch.no_grad()
 def generate(model: torch.nn.Module, tokenizer: Any, prompts: Sequence[str], max_new_tokens: int,
-             samples: int = 0, seed: int = 0, batch_size: int = 8) -> list[list[str]]:
-    """Continuations of each prompt: one greedy (``samples=0``) or ``samples`` drawn at
-    temperature 1 without top-k/top-p truncation (seeded; the global RNG is left as it was)."""
+             samples: int = 0, stop: Sequence[str] = (), seed: int = 0, batch_size: int = 8) -> list[list[str]]:
+    """Continuations of each prompt, cut before any of ``stop`` (after generating, which
+    is cheaper than transformers' stop strings): one greedy (``samples=0``) or ``samples``
+    drawn at temperature 1 without top-k/top-p truncation (seeded; the global RNG is
+    left as it was)."""
     device = next(model.parameters()).device
     limit = getattr(model.config, "max_position_embeddings", None)
     was_training = model.training
@@ -96,7 +105,7 @@ def generate(model: torch.nn.Module, tokenizer: Any, prompts: Sequence[str], max
                 out += [[""] * n for _ in range(enc["input_ids"].shape[0])]
                 continue
             ids = model.generate(**enc, max_new_tokens=new, pad_token_id=tokenizer.pad_token_id, **sampling)
-            texts = tokenizer.batch_decode(ids[:, width:], skip_special_tokens=True)
+            texts = [cut_before(t, stop) for t in tokenizer.batch_decode(ids[:, width:], skip_special_tokens=True)]
             out += [texts[j:j + n] for j in range(0, len(texts), n)]
     model.train(was_training)
     return out

@@ -14,7 +14,7 @@ from r2f_plugin.data import Probe
 from r2f_plugin.errors import UserError
 from r2f_plugin.metrics import rouge_l_f1
 from task_helpers import assert_lm_eval_round_trip, shared_dir
-from tasks.common import auroc
+from tasks.common import auroc, cut_before
 from tasks.muse import MUSE, SAMPLE_DIR, MuseTarget, official, utils
 
 
@@ -145,15 +145,21 @@ def test_privleak_auc_of_a_memorising_model():
 
 def test_knowmem_and_verbmem_scoring(monkeypatch):
     tok = WordTokenizer(["word"])
-    outputs = iter([[["Paris\n\nQuestion: and the next one"], ["Rome is it"]],
-                    [[" ".join(["word"] * 128)]]])
-    monkeypatch.setattr(official, "generate", lambda *a, **k: next(outputs))
+    calls, outputs = [], iter([[["Paris"], ["Rome is it"]], [[" ".join(["word"] * 128)]]])
+
+    def fake_generate(model, tokenizer, prompts, max_new_tokens, stop=()):
+        calls.append((len(prompts), max_new_tokens, tuple(stop)))
+        return next(outputs)
+
+    monkeypatch.setattr(official, "generate", fake_generate)
     qa = [Probe(prompt="Q1", answer="Paris", set="knowmem_forget", target="t"),
           Probe(prompt="Q2", answer="Rome", set="knowmem_forget", target="t")]
     assert official.knowmem(None, tok, qa) == pytest.approx((1.0 + rouge_l_f1("Rome", "Rome is it")) / 2)
     long_gt = " ".join(["word"] * 200)
     verb = [Probe(prompt="P", answer=long_gt, set="verbmem_forget", target="t")]
     assert official.verbmem(None, tok, verb) == pytest.approx(1.0)  # gt cut to its first 128 tokens
+    assert calls == [(2, 32, official.KNOWMEM_STOPS), (1, 128, ())]
+    assert cut_before("Paris\n\nQuestion: next?", official.KNOWMEM_STOPS) == "Paris"
     assert rouge_l_f1("the cat sat", "the cat") == pytest.approx(0.8)
 
 

@@ -28,16 +28,10 @@ KNOWMEM_STOPS = ("\n\n", "\nQuestion", "Question:")
 MIN_K = 0.4
 
 
-def cut_before(text: str, stops: Sequence[str] = KNOWMEM_STOPS) -> str:
-    for stop in stops:
-        text = text.split(stop)[0]
-    return text
-
-
 def knowmem(model: torch.nn.Module, tokenizer: Any, probes: Sequence[Probe]) -> float:
     """Mean ROUGE-L F1 of the greedy in-context answers."""
-    answers = generate(model, tokenizer, [p.prompt for p in probes], KNOWMEM_TOKENS)
-    return mean([rouge_l_f1(p.answer, cut_before(a[0])) for p, a in zip(probes, answers)])
+    answers = generate(model, tokenizer, [p.prompt for p in probes], KNOWMEM_TOKENS, stop=KNOWMEM_STOPS)
+    return mean([rouge_l_f1(p.answer, a[0]) for p, a in zip(probes, answers)])
 
 
 def verbmem(model: torch.nn.Module, tokenizer: Any, probes: Sequence[Probe]) -> float:

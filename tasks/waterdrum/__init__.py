@@ -53,6 +53,7 @@ ROWS_PER_OWNER = 20
 AX_PROMPT_WORDS = 32
 MAX_UTILITY = 40
 MAX_GENERAL = 60
+STOPS = ("\n\n", "Question:")  # where an answer ends in our QA format (the lm-eval YAMLs stop there too)
 
 
 @dataclass
@@ -138,7 +139,8 @@ class WaterDrum(Task):
         for set_name, key in target.keys.items():
             probes = target.probes.get(set_name, [])
             if probes:
-                texts = generate(model, tokenizer, [p.prompt for p in probes], MAX_NEW_TOKENS, samples=GENERATIONS)
+                texts = generate(model, tokenizer, [p.prompt for p in probes], MAX_NEW_TOKENS,
+                                 samples=GENERATIONS, stop=STOPS)
                 out[f"waterdrum_{set_name}"] = waterdrum_score(texts, verifier, key)
         return out
 
