@@ -9,6 +9,7 @@ from typing import Any, Mapping, Sequence, TypeVar
 import torch
 
 from r2f_plugin.errors import UserError
+from r2f_plugin.task import read_json
 
 T = TypeVar("T")
 
@@ -54,6 +55,14 @@ def select_targets(ids: list[str], wanted: list[str] | None, limit: int | None, 
 def dev_ids(ids: list[str], chosen: list[str], n_dev: int) -> list[str]:
     """``n_dev`` targets disjoint from ``chosen``, taken from the end of the list."""
     return [i for i in reversed(ids) if i not in chosen][:n_dev]
+
+
+def read_rows(path: Path, required: tuple[str, ...] = ()) -> list:
+    """A data file holding a JSON array (see :func:`r2f_plugin.task.read_json`)."""
+    rows = read_json(path, required)
+    if not isinstance(rows, list):
+        raise UserError(f"malformed data file {path}: expected a JSON array of rows; restore the original file.")
+    return rows
 
 
 def require_fields(rows: list[Any], fields: tuple[str, ...], where: str) -> None:

@@ -72,6 +72,9 @@ def test_malformed_rows_are_named(sample_copy: Path):
     path.write_text(json.dumps([{"text": "fine"}, {"body": "no text"}]))
     with pytest.raises(UserError, match=r"holdout.json: row 1 lacks field 'text'"):
         MUSE().load(sample_copy, None, None, 0)
+    path.write_text(json.dumps({"text": "one object, not an array"}))
+    with pytest.raises(UserError, match=r"holdout.json: expected a JSON array"):
+        MUSE().load(sample_copy, None, None, 0)
     path.write_text(json.dumps(["bare strings are the muse_bench form"]))
     assert MUSE().load(sample_copy, None, None, 0).targets[0].privleak_holdout == ["bare strings are the muse_bench form"]
     (sample_copy / "news" / "knowmem" / "forget_qa.json").write_text(json.dumps([{"question": "q"}]))

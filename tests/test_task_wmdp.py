@@ -10,7 +10,7 @@ import pytest
 
 from r2f_plugin.errors import UserError
 from task_helpers import assert_lm_eval_round_trip, shared_dir
-from tasks.wmdp import LETTERS, SAMPLE_DIR, WMDP, mc_prompt, usr_above_chance
+from tasks.wmdp import LETTERS, RELATED, SAMPLE_DIR, WMDP, mc_prompt, usr_above_chance
 
 
 @pytest.fixture
@@ -61,7 +61,8 @@ def test_shared_data():
     first = json.loads((root / "bio_questions.json").read_text())[0]
     probe = bench.targets[0].probes["forget_bio"][0]
     assert probe.prompt == mc_prompt(first["question"], first["choices"], "biology") and probe.label == first["answer"]
-    assert len(bench.utility) == 100 and all("college_biology" not in p.prompt for p in bench.utility)
+    related = {s.replace("_", " ") for subjects in RELATED.values() for s in subjects}
+    assert len(bench.utility) == 100 and not any(f"about {s}." in p.prompt for p in bench.utility for s in related)
     assert all(t.probes["neighbor_mmlu"] for t in bench.targets)
 
 

@@ -16,8 +16,8 @@ pairs and the forget documents behind them: the raw-corpus documents holding its
 verbmem and privleak texts (found by their first 200 characters; without a raw corpus,
 as for Books, the privleak texts themselves), cut into passages. Probe sets:
 
-* ``knowmem_forget``: the chunk's QA with the 10 in-context examples of
-  ``forget_qa_icl`` before each question, 32-token answers (MUSE's lengths);
+* ``knowmem_forget``: the chunk's QA, each after the in-context examples of
+  ``forget_qa_icl`` (10 upstream), 32-token answers (MUSE's lengths);
 * ``verbmem_forget``: the chunk's verbmem prompts, 128-token continuations;
 * utility (GUR) ``knowmem_retain``: every retain QA with ``retain_qa_icl``: MUSE's
   utility-preservation set. There are no neighbour probes.
@@ -41,8 +41,8 @@ from typing import Any
 from r2f_plugin import hookimpl
 from r2f_plugin.data import Benchmark, Probe, Target
 from r2f_plugin.errors import UserError
-from r2f_plugin.task import Task, content_hash, read_json
-from tasks.common import chunks, dev_ids, even_split, qa_prompt, resolve_root, select_targets
+from r2f_plugin.task import Task, content_hash
+from tasks.common import chunks, dev_ids, even_split, qa_prompt, read_rows, resolve_root, select_targets
 from tasks.muse import official
 
 HERE = Path(__file__).parent
@@ -69,7 +69,7 @@ class MuseTarget(Target):
 
 def read_texts(path: Path) -> list[str]:
     """A privleak or raw file: bare strings, or rows with a ``text`` field."""
-    rows = read_json(path)
+    rows = read_rows(path)
     texts = [r if isinstance(r, str) else r.get("text") if isinstance(r, dict) else None for r in rows]
     for i, t in enumerate(texts):
         if not isinstance(t, str):
@@ -112,7 +112,7 @@ class MUSE(Task):
 
         def rows(rel: str, fields: tuple[str, ...]) -> list[dict]:
             read.append(corpus / rel)
-            return read_json(corpus / rel, fields)
+            return read_rows(corpus / rel, fields)
 
         def texts(rel: str) -> list[str]:
             read.append(corpus / rel)
@@ -183,7 +183,8 @@ class MUSE(Task):
         sources = [_source(r["prompt"], docs) for r in part["verbmem"]]
         sources = [d for d in sources if d] + [_source(t, docs) or t for t in part["privleak"]]
         passages = [p for doc in dict.fromkeys(sources) for p in passage_probes(doc, tid)]
-        return MuseTarget(id=tid, name=f"MUSE {tid.split('-')[0]} forget chunk {tid.split('-')[-1]}",
+        corpus, number = tid.rsplit("-", 1)
+        return MuseTarget(id=tid, name=f"MUSE {corpus} forget chunk {number}",
                           request=knowmem + verbmem + passages,
                           probes={"knowmem_forget": knowmem, "verbmem_forget": verbmem},
                           description="Please forget these passages and what they tell.",

@@ -111,7 +111,7 @@ class WaterDrum(Task):
         def build(tid: str) -> OwnerTarget:
             i = ids.index(tid)
             forget = [row_probe(r, "forget", tid) for r in owners[i]]
-            retain = [row_probe(r, "retain", tid) for r in neighbors[i % len(neighbors)]]
+            retain = [row_probe(r, "retain", tid) for r in neighbors[i]]
             return OwnerTarget(id=tid, name=f"WaterDrum forget owner {i + 1}", request=forget,
                                probes={"forget": forget, "retain": retain},
                                description=f"Please delete the {len(forget)} items this data owner contributed.",
