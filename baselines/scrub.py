@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 import torch
 
 from r2f_plugin import hookimpl
-from r2f_plugin.training import adamw, answer_kl, batches, encode, logits_nll, optimise
+from r2f_plugin.training import adamw, answer_kl, batch_logits, batches, encode, logits_nll, optimise
 from r2f_plugin.one_step import all_views
 from r2f_plugin.unlearner import Edit, Unlearner
 
@@ -65,10 +65,6 @@ def frozen_copy(model: torch.nn.Module) -> torch.nn.Module:
     return teacher
 
 
-def _logits(model, batch):
-    return model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
-
-
 class Scrub(Unlearner):
     name = "scrub"
     Params = ScrubParams
@@ -84,15 +80,15 @@ class Scrub(Unlearner):
         def max_loss(i):  # maximise KL(teacher‖student) on the forget data
             b = encode(ctx.tokenizer, forget[i], device=device)
             with torch.no_grad():
-                t = _logits(teacher, b)
-            kl = answer_kl(_logits(model, b), t, b["labels"])
+                t = batch_logits(teacher, b)
+            kl = answer_kl(batch_logits(model, b), t, b["labels"])
             return -kl
 
         def min_loss(i):  # alpha·KL + gamma·CE on the retain data
             b = encode(ctx.tokenizer, retain[i], device=device)
             with torch.no_grad():
-                t = _logits(teacher, b)
-            s = _logits(model, b)
+                t = batch_logits(teacher, b)
+            s = batch_logits(model, b)
             nll, mask = logits_nll(s, b["labels"])
             return p.alpha * answer_kl(s, t, b["labels"]) + p.gamma * nll.sum() / mask.sum().clamp(min=1)
 

@@ -46,7 +46,7 @@ import torch
 
 from r2f_plugin import hookimpl
 from r2f_plugin.one_step import all_views
-from r2f_plugin.training import adamw, answer_kl, answer_nll, cycle_batches, encode, optimise
+from r2f_plugin.training import adamw, answer_kl, answer_nll, batch_logits, cycle_batches, encode, optimise
 from r2f_plugin.unlearner import Edit, Unlearner
 
 
@@ -70,10 +70,6 @@ def derangement(n: int, rng: random.Random) -> list[int]:
         rng.shuffle(perm)
         if all(i != j for i, j in enumerate(perm)):
             return perm
-
-
-def _logits(model, batch):
-    return model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
 
 
 class SKU(Unlearner):
@@ -101,8 +97,8 @@ class SKU(Unlearner):
             if rb is not None and p.eps_pd:
                 b = encode(tok, next(rb), device=device)
                 with torch.no_grad():
-                    ref = _logits(original, b)
-                total = total - p.eps_pd * answer_kl(_logits(stage1, b), ref, b["labels"])
+                    ref = batch_logits(original, b)
+                total = total - p.eps_pd * answer_kl(batch_logits(stage1, b), ref, b["labels"])
             return total
 
         losses = optimise(adamw(stage1.parameters(), p.lr), loss, p.steps)

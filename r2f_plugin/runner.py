@@ -84,7 +84,7 @@ class Run:
         progress(f"{config.task}: {len(self.targets)} evaluation targets, {len(self.bench.dev_targets)} dev targets "
                  f"from {self.bench.source} (revision {self.bench.revision})")
         torch.manual_seed(config.seed)
-        self.model, self.tokenizer, self.model_label = self._build(config.model, DEFAULT_TARGET)
+        self.model, self.tokenizer, self.model_label, self.model_info = self._build(config.model, DEFAULT_TARGET)
         self._proxy: tuple | None = None
         self.paraphraser = make_paraphraser(config.paraphraser, self.model, self.tokenizer)
         self.ctx = Context(tokenizer=self.tokenizer, benchmark=self.bench, seed=config.seed,
@@ -96,15 +96,15 @@ class Run:
         self.setup_seconds = setup_cost.seconds
 
     # -- models ---------------------------------------------------------------
-    def _build(self, spec: str, default: EmbeddedSpec) -> tuple[torch.nn.Module, Any, str]:
+    def _build(self, spec: str, default: EmbeddedSpec) -> tuple[torch.nn.Module, Any, str, dict]:
+        """(model, tokenizer, label, build info) for an embedded spec, hub name or path."""
         if spec.startswith("embedded"):
             es = default if spec in ("embedded", "embedded-proxy") else EmbeddedSpec.parse(spec)
             facts = self.bench.teaching_set()
             model, tok, info = embedded_model(es, facts, self.bench.general_prompts, progress=self.progress)
-            self.model_info = getattr(self, "model_info", None) or info
-            return model, tok, f"{info['label']} (embedded demo model, taught {info['facts']} facts)"
+            return model, tok, f"{info['label']} (embedded demo model, taught {info['facts']} facts)", info
         model, tok = hf_model(spec, trust_remote_code=self.config.trust_remote_code)
-        return model, tok, spec
+        return model, tok, spec, {}
 
     def _proxy_label(self) -> str:
         spec = self.config.proxy
@@ -114,9 +114,7 @@ class Run:
 
     def _proxy_model(self) -> tuple[torch.nn.Module, Any]:
         if self._proxy is None:
-            spec = self.config.proxy
-            model, tok, _ = self._build(spec, DEFAULT_PROXY) if spec.startswith("embedded") else \
-                (*hf_model(spec, self.config.trust_remote_code), spec)
+            model, tok, _, _ = self._build(self.config.proxy, DEFAULT_PROXY)
             self._proxy = (model, tok)
         return self._proxy
 
@@ -150,7 +148,7 @@ class Run:
         """Scores of the untouched model on ``target``, cached on disk."""
         key = hashlib.sha256(json.dumps([EVAL_VERSION, self.model_label, target.id, self.bench.revision,
                                          self.config.task, self.config.seed,
-                                         getattr(self, "model_info", {}).get("key", "")]).encode()).hexdigest()[:16]
+                                         self.model_info.get("key", "")]).encode()).hexdigest()[:16]
         path = cache_root() / "evals" / f"{self.config.task}-{key}.json"
         if path.is_file():
             return json.loads(path.read_text())

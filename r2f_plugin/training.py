@@ -42,9 +42,14 @@ def encode(tokenizer: Any, probes: Sequence[Probe], answers: Sequence[str] | Non
     }
 
 
+def batch_logits(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """The model's logits on an :func:`encode` batch."""
+    return model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+
+
 def token_nll(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-token negative log-likelihood of the labels and the mask of labelled tokens."""
-    logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+    logits = batch_logits(model, batch)
     return logits_nll(logits, batch["labels"])
 
 
@@ -159,7 +164,7 @@ def answer_accuracy(model: torch.nn.Module, tokenizer: Any, probes: Sequence[Pro
     hit = total = 0
     for chunk in batches(probes, batch_size):
         batch = encode(tokenizer, chunk, device=device)
-        logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits[:, :-1]
+        logits = batch_logits(model, batch)[:, :-1]
         labels = batch["labels"][:, 1:]
         mask = labels != -100
         hit += int(((logits.argmax(-1) == labels) & mask).sum())
