@@ -71,6 +71,7 @@ def contrastive_forget_loss(z_forget: torch.Tensor, z_retain: torch.Tensor, tau:
 class DeepCUT(Unlearner):
     name = "deepcut"
     Params = DeepCutParams
+    search_space = {"lr": (3e-4, 1e-3, 3e-3)}
 
     def unlearn(self, model, request, ctx):
         p = self.params
@@ -88,8 +89,8 @@ class DeepCUT(Unlearner):
             nll, mask = logits_nll(logits, b["labels"])
             ce = nll.sum() / mask.sum().clamp(min=1)
             lc = contrastive_forget_loss(zf, zr, p.tau)
-            parts["contrastive"].append(float(lc))
-            parts["retain_ce"].append(float(ce))
+            parts["contrastive"].append(float(lc.detach()))
+            parts["retain_ce"].append(float(ce.detach()))
             return ce + p.beta * lc
 
         optimise(adamw(model.parameters(), p.lr), loss, p.steps)

@@ -43,6 +43,7 @@ class GradAscentParams:
 class GradAscent(Unlearner):
     name = "grad_ascent"
     Params = GradAscentParams
+    search_space = {"lr": (3e-4, 1e-3, 3e-3, 1e-2)}
 
     def unlearn(self, model, request, ctx):
         p = self.params

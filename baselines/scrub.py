@@ -68,6 +68,7 @@ def frozen_copy(model: torch.nn.Module) -> torch.nn.Module:
 class Scrub(Unlearner):
     name = "scrub"
     Params = ScrubParams
+    search_space = {"lr": (3e-4, 1e-3, 3e-3)}
 
     def unlearn(self, model, request, ctx):
         p = self.params

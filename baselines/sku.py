@@ -1,122 +1,124 @@
 """SKU: Liu et al. 2024, "Towards Safer Large Language Models through Machine
 Unlearning" (Findings of ACL 2024), "Selective Knowledge negation Unlearning".
 
-Two stages:
+Two stages, as in the authors' release (``franciscoliu/SKU``):
 
-1. *Harmful knowledge acquisition*: a copy of the model (``θ₁ ← θ``) is trained so
-   that it holds the knowledge to remove *more strongly*, with three losses summed:
+1. *Harmful knowledge acquisition*: LoRA adapters on the attention query and value
+   projections are trained so that the adapted model holds the knowledge to remove
+   *more strongly*, minimising the weighted sum of
 
-   * guided distortion (``eps_gd``): descend the answer NLL of the forget data
-     (every view of the request), making the forget answers stronger;
-   * random disassociation (``eps_rd``): descend the answer NLL of the forget
-     prompts paired with the answers of *other* facts of the request (a seeded
-     derangement), so the vector also captures the target's generic
-     "answer-about-this-entity" behaviour rather than only single facts;
-   * preservation divergence (``eps_pd``): *maximise* the token-level
-     KL(θ ‖ θ₁) on retain data (``request.retain``), so the task vector carries
-     no normal knowledge (what it does to retain data is pushed away from the
-     original and then subtracted).
+   * guided distortion (``eps_gd``): the answer NLL of the forget data (every view of
+     the request): the adapters learn the forget answers;
+   * random disassociation (``eps_rd``): the answer NLL of each forget prompt paired
+     with ``k_random`` answers drawn at random from the request, so the adapters also
+     capture the target's generic "answer about this entity" behaviour;
+   * preservation divergence (``eps_pd``): the *negated* token-level
+     KL(original ‖ adapted) on retain data (``request.retain``): the adapters are
+     pushed away from normal behaviour on normal prompts, so negating them later
+     does not move normal behaviour the wrong way.
 
-2. *Knowledge negation*: subtract the task vector from the original weights,
-   ``θ_unlearned = θ − λ(θ₁ − θ)`` (task arithmetic negation).
+   The original model for the KL is the same network with its adapters disabled, so
+   no second copy of the weights is held.
 
-We train the stage-1 delta as a weight delta on a full copy (all parameters), the
-simplest faithful form; ``info["delta_cosine"]`` records the cosine between the
-applied change and the stage-1 delta (−1 by construction).
+2. *Knowledge negation*: the adapters' weight delta (the task vector τ = θ₁ − θ,
+   here ``s·B·A`` per adapted matrix) is subtracted from the original weights,
+   ``θ_unlearned = θ − λ·τ`` (task arithmetic, Ilharco et al. 2023), and the adapters
+   are removed. ``info["delta_cosine"]`` records the cosine between the applied
+   change and τ (−1 by construction).
 
 Defaults:
 
-* ``eps_gd = eps_rd = eps_pd = 1``: equal weights of the three stage-1 losses
-  (SKU sums the three terms with weights; we do not tune them per model).
-* ``lam = 1``: plain task-vector negation (Ilharco et al. 2023, "Editing Models
-  with Task Arithmetic"), the negation SKU applies.
-* ``steps = 10``, ``lr = 1e-3``: stage-1 AdamW steps; 1e-3 for the tiny embedded
-  models (SKU fine-tunes 7B OPT/Llama-2 with a much smaller rate), the same for
-  every target.
+* ``eps_gd = 0.5``, ``eps_rd = 1``, ``eps_pd = 1``, ``k_random = 5``: the authors'
+  defaults (``bad_weight``, ``random_weight``, ``normal_weight``, ``K``).
+* ``rank = 32``, ``alpha = 16``, modules q/v (GPT-2: the fused ``c_attn``): the
+  authors' LoRA configuration for Llama-2-7B.
+* ``lam = 1``: plain task-vector negation, as SKU applies it.
+* ``steps = 10`` and ``lr``: stage-1 AdamW steps with the authors' linear decay to 0;
+  the authors run 1000 steps at 2e-5 on 7B models, far too little movement for the
+  tiny embedded models in 10 steps, so ``lr`` is chosen by ``r2f-bench tune`` on the
+  dev split (``search_space``), the same for every target.
 * ``batch_size = 32``: forget and retain sequences per step.
 """
 
 from __future__ import annotations
 
-import copy
 import random
 from dataclasses import dataclass, field
 
 import torch
 
 from r2f_plugin import hookimpl
+from r2f_plugin.lora import lora_adapters, lora_layers
 from r2f_plugin.one_step import all_views
 from r2f_plugin.training import adamw, answer_kl, answer_nll, batch_logits, cycle_batches, encode, optimise
 from r2f_plugin.unlearner import Edit, Unlearner
 
+QV_MODULES = {"gpt2": ("c_attn",)}
+DEFAULT_QV = ("q_proj", "v_proj")
+
 
 @dataclass
 class SkuParams:
-    steps: int = field(default=10, metadata={"help": "stage-1 AdamW steps"})
-    lr: float = field(default=1e-3, metadata={"help": "stage-1 learning rate (1e-3 for tiny models)"})
-    eps_gd: float = field(default=1.0, metadata={"help": "weight of guided distortion (forget answers' NLL)"})
-    eps_rd: float = field(default=1.0, metadata={"help": "weight of random disassociation (NLL of shuffled answers)"})
-    eps_pd: float = field(default=1.0, metadata={"help": "weight of preservation divergence (−KL on retain data)"})
-    lam: float = field(default=1.0, metadata={"help": "negation strength λ: θ − λ(θ₁ − θ)"})
+    steps: int = field(default=10, metadata={"help": "stage-1 AdamW steps (linear decay to 0)"})
+    lr: float = field(default=3e-3, metadata={"help": "stage-1 learning rate (chosen on the dev split)"})
+    eps_gd: float = field(default=0.5, metadata={"help": "weight of guided distortion (authors: 0.5)"})
+    eps_rd: float = field(default=1.0, metadata={"help": "weight of random disassociation (authors: 1)"})
+    eps_pd: float = field(default=1.0, metadata={"help": "weight of preservation divergence, −KL on retain data (authors: 1)"})
+    k_random: int = field(default=5, metadata={"help": "random answers per forget prompt (authors: K=5)"})
+    rank: int = field(default=32, metadata={"help": "stage-1 LoRA rank (authors: 32)"})
+    alpha: float = field(default=16.0, metadata={"help": "stage-1 LoRA alpha (authors: 16)"})
+    lam: float = field(default=1.0, metadata={"help": "negation strength λ: θ − λ·τ"})
     batch_size: int = field(default=32, metadata={"help": "forget and retain sequences per step"})
-
-
-def derangement(n: int, rng: random.Random) -> list[int]:
-    """A random permutation with no fixed point (identity if n < 2)."""
-    if n < 2:
-        return list(range(n))
-    while True:
-        perm = list(range(n))
-        rng.shuffle(perm)
-        if all(i != j for i, j in enumerate(perm)):
-            return perm
 
 
 class SKU(Unlearner):
     name = "sku"
     Params = SkuParams
+    search_space = {"lr": (1e-3, 3e-3, 1e-2, 3e-2)}
 
     def unlearn(self, model, request, ctx):
         p = self.params
         tok, device = ctx.tokenizer, next(model.parameters()).device
         forget = all_views(request)
-        perm = derangement(len(forget), random.Random(ctx.seed))
-        wrong = {f: forget[j].answer for f, j in zip(forget, perm)}
+        answers = sorted({f.answer for f in forget})
+        rng = random.Random(ctx.seed)
         fb = cycle_batches(forget, p.batch_size, ctx.seed)
         rb = cycle_batches(request.retain, p.batch_size, ctx.seed) if request.retain else None
-        original = model.eval()
-        stage1 = copy.deepcopy(model)
-        for q in original.parameters():
-            q.requires_grad_(False)
+        modules = QV_MODULES.get(getattr(model.config, "model_type", ""), DEFAULT_QV)
+        with lora_adapters(model, p.rank, modules, alpha=p.alpha) as adapted:
+            def loss(step):
+                chunk = next(fb)
+                total = p.eps_gd * answer_nll(adapted, encode(tok, chunk, device=device)).mean()
+                drawn = rng.sample(answers, min(p.k_random, len(answers)))
+                paired = [f for f in chunk for _ in drawn]
+                total = total + p.eps_rd * answer_nll(adapted, encode(tok, paired, drawn * len(chunk),
+                                                                     device=device)).mean()
+                if rb is not None and p.eps_pd:
+                    b = encode(tok, next(rb), device=device)
+                    with torch.no_grad(), adapted.disable_adapter():
+                        ref = batch_logits(adapted, b)
+                    total = total - p.eps_pd * answer_kl(batch_logits(adapted, b), ref, b["labels"])
+                return total
 
-        def loss(step):
-            chunk = next(fb)
-            total = p.eps_gd * answer_nll(stage1, encode(tok, chunk, device=device)).mean()
-            total = total + p.eps_rd * answer_nll(stage1, encode(tok, chunk, [wrong[f] for f in chunk],
-                                                                 device=device)).mean()
-            if rb is not None and p.eps_pd:
-                b = encode(tok, next(rb), device=device)
-                with torch.no_grad():
-                    ref = batch_logits(original, b)
-                total = total - p.eps_pd * answer_kl(batch_logits(stage1, b), ref, b["labels"])
-            return total
-
-        losses = optimise(adamw(stage1.parameters(), p.lr), loss, p.steps)
+            params = [q for q in adapted.parameters() if q.requires_grad]
+            losses = optimise(adamw(params, p.lr), loss, p.steps, decay=True)
+            with torch.no_grad():
+                vector = {name: layer.get_delta_weight("default").detach().clone()
+                          for name, layer in lora_layers(adapted).items()}
+        weights = dict(model.named_modules())
         dot = change_sq = delta_sq = 0.0
         with torch.no_grad():
-            for w, w1 in zip(original.parameters(), stage1.parameters()):
-                delta = (w1 - w).double()
-                before = w.detach().double()
+            for name, delta in vector.items():
+                w = weights[name].weight
+                before = w.detach().double().clone()
                 w.sub_((p.lam * delta).to(w.dtype))
-                change = w.double() - before
-                dot += float((change * delta).sum())
+                change, d = w.double() - before, delta.double()
+                dot += float((change * d).sum())
                 change_sq += float(change.pow(2).sum())
-                delta_sq += float(delta.pow(2).sum())
-        for q in original.parameters():
-            q.requires_grad_(True)
-        del stage1
+                delta_sq += float(d.pow(2).sum())
         cosine = dot / max((change_sq * delta_sq) ** 0.5, 1e-30)
-        return Edit(original, {"stage1_losses": losses, "delta_norm": delta_sq ** 0.5, "delta_cosine": cosine})
+        return Edit(model.eval(), {"stage1_losses": losses, "delta_norm": delta_sq ** 0.5, "delta_cosine": cosine,
+                                   "adapted_matrices": len(vector)})
 
 
 @hookimpl

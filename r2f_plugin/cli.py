@@ -19,16 +19,22 @@ from r2f_plugin.errors import UserError
 RESULT_COLUMNS = ("usr", "gur", "rap", "mia", "seconds", "peak_mem_mb", "grad_cosine")
 
 
-def add_run_options(p: argparse.ArgumentParser) -> None:
-    """Options that pick models, data and targets (shared by run, decoder and sweep)."""
+def add_run_options(p: argparse.ArgumentParser, split: bool = True) -> None:
+    """Options that pick models, data and targets (shared by run, decoder and tune)."""
     p.add_argument("--model", default="embedded", help="target: hub name, local path, or embedded[:family-hH-lL] (default: the embedded demo model)")
     p.add_argument("--proxy", default="embedded-proxy", help="proxy for R2F's decoder: hub name, local path, or embedded:family-hH-lL")
     p.add_argument("--data-dir", help="benchmark data in its official layout (default: the bundled sample)")
     p.add_argument("--targets", help="comma-separated target ids or names")
     p.add_argument("--limit", type=int, help="number of evaluation targets (default 3)")
     p.add_argument("--dev-targets", type=int, default=2, help="targets held out for fitting and tuning (never evaluated)")
+    if split:
+        p.add_argument("--sequential", action="store_true",
+                       help="apply the targets' deletions one after another to the same model (MUSE's sustainability)")
+        p.add_argument("--save-model", metavar="DIR", help="write each unlearned model to DIR/<target>/ (safetensors), e.g. for lm_eval")
+        p.add_argument("--split", choices=("eval", "dev"), default="eval",
+                       help="targets to unlearn: the evaluation targets (default) or the dev targets (hyper-parameter search)")
     p.add_argument("--views", type=int, default=5, help="views per fact: the fact as asked plus paraphrases (paper: 5)")
-    p.add_argument("--paraphraser", default="templates", help="templates (offline), self, or hf:<seq2seq model>")
+    p.add_argument("--paraphraser", default="templates", help="templates (offline), benchmark (its own alternative probes), self, or hf:<seq2seq model>")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--set", dest="params", action="append", default=[], metavar="NAME=VALUE",
                    help="override a method hyper-parameter (repeatable); see `r2f-bench methods`")
@@ -44,7 +50,9 @@ def run_config(args: argparse.Namespace, method: str, task: str):
                      data_dir=args.data_dir, limit=args.limit,
                      targets=[t.strip() for t in args.targets.split(",") if t.strip()] if args.targets else None,
                      params=parse_assignments(args.params), views=args.views, paraphraser=args.paraphraser,
-                     dev_targets=args.dev_targets, output=args.output, trust_remote_code=args.trust_remote_code)
+                     dev_targets=args.dev_targets, output=args.output, trust_remote_code=args.trust_remote_code,
+                     split=getattr(args, "split", "eval"), sequential=getattr(args, "sequential", False),
+                     save_model=getattr(args, "save_model", None))
 
 
 def cmd_run(args: argparse.Namespace) -> None:
@@ -127,8 +135,10 @@ def build_parser() -> argparse.ArgumentParser:
     from r2f_plugin.plots import add_plot_parser
     from r2f_plugin.sweep import add_sweep_parser
     from r2f_plugin.tables import add_table_parser
+    from r2f_plugin.tune import add_tune_parser
 
     decoder_cli.add_parser(sub)
+    add_tune_parser(sub)
     add_sweep_parser(sub)
     add_table_parser(sub)
     add_plot_parser(sub)

@@ -65,6 +65,8 @@ class Benchmark:
     general_prompts: list[str]  # prompts for model identity alignment (MIA)
     source: str  # where the data came from, e.g. a path or "bundled sample"
     revision: str  # content hash of the data files read
+    # the benchmark's own other phrasings of a fact, by question (see views.BenchmarkParaphraser)
+    alternatives: dict[str, list[Probe]] = field(default_factory=dict)
 
     def retain_pool(self) -> list[Probe]:
         """Known facts that no evaluation probe asks about: dev targets' requests."""

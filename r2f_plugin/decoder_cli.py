@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 from pathlib import Path
+
+from r2f_plugin.errors import UserError
 
 
 def add_parser(sub) -> None:
@@ -14,18 +17,28 @@ def add_parser(sub) -> None:
     dec = sub.add_parser("decoder", help="fit or evaluate R2F's gradient decoder")
     dsub = dec.add_subparsers(dest="decoder_command", required=True)
     fit = dsub.add_parser("fit", help="fit the decoder on the proxy and save it (safetensors)")
-    add_run_options(fit)
+    add_run_options(fit, split=False)
     fit.add_argument("--task", default="rwku")
     fit.add_argument("--out", help="where to write the decoder (default: the cache)")
     fit.set_defaults(func=cmd_fit)
     ev = dsub.add_parser("eval", help="cosine and relative error of decoded vs exact gradients on held-out facts")
-    add_run_options(ev)
+    add_run_options(ev, split=False)
     ev.add_argument("--task", default="rwku")
     ev.add_argument("--decoder", help="a fitted decoder file (default: fit on --proxy)")
-    ev.add_argument("--compare", default="projection,proxy,target",
-                    help="rows to report: projection (plain back-projection), proxy (proxy-fitted), target (fitted on the target itself)")
-    ev.add_argument("--facts", type=int, default=30, help="held-out facts to evaluate on")
+    ev.add_argument("--compare", default=",".join(ROWS),
+                    help=f"rows to report, comma-separated, from: {', '.join(ROWS)}")
+    ev.add_argument("--facts", type=int, default=30, help="held-out facts (from the evaluation targets) to evaluate on")
+    ev.add_argument("--json", action="store_true", help="print the rows as JSON too")
     ev.set_defaults(func=cmd_eval)
+
+
+# row name -> (what it is, how it aggregates views)
+ROWS = {
+    "projection": "plain back-projection of the B-gradient, no fitted scalar",
+    "proxy": "two-sided, proxy-fitted scalars, views averaged then decoded (paper's order)",
+    "proxy-after": "two-sided, proxy-fitted scalars, each view decoded then averaged",
+    "target": "two-sided, scalars fitted on the target itself (an upper reference)",
+}
 
 
 def _run(args, method_params: dict[str, str] | None = None):
@@ -34,7 +47,9 @@ def _run(args, method_params: dict[str, str] | None = None):
 
     config = run_config(args, "r2f", args.task)
     config.params = {**config.params, **(method_params or {})}
-    return Run(config, progress=lambda m: print(m, file=sys.stderr, flush=True))
+    run = Run(config, progress=lambda m: print(m, file=sys.stderr, flush=True))
+    run.prepare()
+    return run
 
 
 def cmd_fit(args: argparse.Namespace) -> None:
@@ -47,41 +62,59 @@ def cmd_fit(args: argparse.Namespace) -> None:
 
 
 def cmd_eval(args: argparse.Namespace) -> None:
-    """Decoded-vs-exact gradient quality on held-out facts (the evaluation targets' requests)."""
-    from r2f_plugin.decoder import GradientDecoder, fit
+    """Decoded-vs-exact gradient quality on held-out facts (the evaluation targets' requests).
+
+    For every fact and every row: the cosine and relative error between the decoded
+    and the exact gradient of that fact's first view alone and of its ``--views``
+    views together, per layer role and over all matrices; the table shows means over
+    facts (± std for the overall cosine).
+    """
+    from r2f_plugin.decoder import GradientDecoder
     from r2f_plugin.r2f import decoder_cosines, fit_decoder
 
+    compare = [c.strip() for c in args.compare.split(",") if c.strip()]
+    unknown = [c for c in compare if c not in ROWS]
+    if unknown:
+        raise UserError(f"unknown --compare row {unknown[0]!r}; choose from {', '.join(ROWS)}.")
     run = _run(args, {"decoder_path": args.decoder} if args.decoder else None)
     p = run.method.params
     facts = [f for t in run.targets for f in t.request][: args.facts]
-    views = run.ctx.make_views(facts)
-    per_fact = [list(col) for col in zip(*views)]
+    per_fact = [list(col) for col in zip(*run.ctx.make_views(facts))]
+    fitted = run.method.decoder
+    dev_views = run.ctx.make_views(run.bench.retain_pool())
+    fit = lambda model, tok, aggregate, label: fit_decoder(model, tok, dev_views, p.rank, p.decoder, aggregate, p.loss,
+                                                           run.config.seed, {"proxy": label}, run.progress)
+    decoders = {
+        "projection": lambda: (GradientDecoder(kind="projection", rank=p.rank, meta={"proxy": "none"},
+                                               roles={r: {"rho": 0.0, "alpha": 1.0} for r in fitted.roles}), "before"),
+        "proxy": lambda: (fitted, "before"),
+        "proxy-after": lambda: (fit(*run.proxy_model(), "after", run.ctx.proxy_id), "after"),
+        "target": lambda: (fit(run.model, run.tokenizer, "before", run.model_label), "before"),
+    }
     rows = {}
-    candidates = {"proxy": run.method.decoder}
-    if "projection" in args.compare:
-        candidates["projection"] = GradientDecoder(kind="projection", rank=p.rank, meta={"proxy": "none"},
-                                                   roles={r: {"rho": 0.0, "alpha": 1.0} for r in run.method.decoder.roles})
-    if "target" in args.compare:
-        dev = run.bench.retain_pool()
-        candidates["target"] = fit_decoder(run.model, run.tokenizer, run.ctx.make_views(dev), p.rank, p.decoder,
-                                           p.aggregate, p.loss, run.config.seed, {"proxy": run.model_label},
-                                           run.progress)
-    for label, decoder in candidates.items():
-        for n_views in sorted({1, len(views)}):
-            cos, rel = [], []
-            for fact_views in per_fact:
-                meter = decoder_cosines(decoder, run.model, run.tokenizer, [[v] for v in fact_views[:n_views]],
-                                        p.rank, p.aggregate, p.loss, run.config.seed)
-                cos.append(meter.cosines())
-                rel.append(meter.relative_errors())
-            keys = cos[0].keys()
-            rows[f"{label} ({n_views} view{'s' if n_views > 1 else ''})"] = {
-                "cosine": {k: sum(c[k] for c in cos) / len(cos) for k in keys},
-                "relative_error": {k: sum(r[k] for r in rel) / len(rel) for k in keys}}
-    print(f"decoder eval: target {run.model_label}, proxy {run.ctx.proxy_id}, rank {p.rank}, "
-          f"aggregate {p.aggregate}, {len(per_fact)} held-out facts")
-    roles = sorted(next(iter(rows.values()))["cosine"])
-    print(f"{'decoder':<28}" + "".join(f"{r:>10}" for r in roles) + f"{'rel.err':>10}")
-    for label, row in rows.items():
-        print(f"{label:<28}" + "".join(f"{row['cosine'][r]:>10.3f}" for r in roles)
-              + f"{row['relative_error']['overall']:>10.3f}")
+    for name in compare:
+        decoder, aggregate = decoders[name]()
+        for n_views in sorted({1, len(per_fact[0])}):
+            meters = [decoder_cosines(decoder, run.model, run.tokenizer, [[v] for v in views[:n_views]],
+                                      p.rank, aggregate, p.loss, run.config.seed) for views in per_fact]
+            cos = [m.cosines() for m in meters]
+            rel = [m.relative_errors() for m in meters]
+            overall = [c["overall"] for c in cos]
+            rows[(name, n_views)] = {
+                "cosine": {k: statistics.fmean(c[k] for c in cos) for k in cos[0]},
+                "cosine_std": statistics.stdev(overall) if len(overall) > 1 else 0.0,
+                "relative_error": {k: statistics.fmean(r[k] for r in rel) for k in rel[0]},
+                "uses": decoder.uses, "aggregate": aggregate}
+    print(f"decoder eval: target {run.model_label}, proxy {run.ctx.proxy_id}, LoRA rank {p.rank}, "
+          f"{len(per_fact)} held-out facts from the evaluation targets, decoder fitted on "
+          f"{len(run.bench.retain_pool())} dev facts")
+    roles = sorted(k for k in next(iter(rows.values()))["cosine"] if k != "overall")
+    print(f"{'decoder':<14}{'views':>6}" + "".join(f"{r:>10}" for r in roles)
+          + f"{'overall':>16}{'rel.err':>9}")
+    for (name, n_views), row in rows.items():
+        c = row["cosine"]
+        print(f"{name:<14}{n_views:>6}" + "".join(f"{c[r]:>10.3f}" for r in roles)
+              + f"{c['overall']:>9.3f} ± {row['cosine_std']:.3f}{row['relative_error']['overall']:>9.3f}")
+    print("\n" + "\n".join(f"{name}: {ROWS[name]}" for name in compare))
+    if args.json:
+        print(json.dumps([{"decoder": n, "views": v, **row} for (n, v), row in rows.items()], indent=2))

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import json
 import logging
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import torch
 
@@ -61,25 +63,43 @@ def process_generation(doc: dict, results: list[str]) -> dict[str, float]:
     return {"rouge_l_recall": recall, "answered": float(recall >= ANSWERED_RECALL)}
 
 
+@lru_cache(maxsize=1)
+def quiet_hflm() -> type:
+    """lm-eval's ``HFLM`` without its progress bars (the runner reports progress)."""
+    from lm_eval.models.huggingface import HFLM
+
+    class QuietHFLM(HFLM):
+        def loglikelihood(self, requests, disable_tqdm: bool = False):
+            return super().loglikelihood(requests, disable_tqdm=True)
+
+        def generate_until(self, requests, disable_tqdm: bool = False):
+            return super().generate_until(requests, disable_tqdm=True)
+
+    return QuietHFLM
+
+
 def evaluate_probes(model: torch.nn.Module, tokenizer: Any, task: Any, probes: dict[str, list[Probe]],
                     workdir: Path, batch_size: int = 32) -> dict[str, list[dict[str, float]]]:
     """Evaluate ``model`` on each probe set through lm-eval; per-probe metric dicts, in probe order."""
     from lm_eval import simple_evaluate
-    from lm_eval.models.huggingface import HFLM
     from lm_eval.tasks import TaskManager
 
     probes = {s: ps for s, ps in probes.items() if ps}
     path = workdir / "probes.jsonl"
     atomic_write_text(path, "".join(json.dumps(p.to_row()) + "\n" for ps in probes.values() for p in ps))
     names = {task.lm_eval_name(s): s for s in probes}
+    logging.getLogger("lm_eval").setLevel(logging.ERROR)  # its in-memory-model notices are expected here
     manager = TaskManager(include_path=str(task.yaml_dir()), include_defaults=False,
                           metadata={"probes_file": str(path)})
-    lm = HFLM(pretrained=model, tokenizer=tokenizer, batch_size=batch_size,
-              device=str(next(model.parameters()).device))
+    lm = quiet_hflm()(pretrained=model, tokenizer=tokenizer, batch_size=batch_size,
+                      device=str(next(model.parameters()).device))
     was_training = model.training
-    logging.getLogger("lm_eval").setLevel(logging.ERROR)
-    out = simple_evaluate(lm, tasks=list(names), task_manager=manager, log_samples=True,
-                          bootstrap_iters=0, verbosity="ERROR")
+    # simple_evaluate records the working directory's git hash with `git describe`, which
+    # prints "fatal: not a git repository" outside a checkout; for an in-memory model
+    # that hash means nothing, so the probe is skipped.
+    with mock.patch("lm_eval.evaluator.get_git_commit_hash", return_value=None):
+        out = simple_evaluate(lm, tasks=list(names), task_manager=manager, log_samples=True,
+                              bootstrap_iters=0, verbosity="ERROR")
     model.train(was_training)
     scores: dict[str, list[dict[str, float]]] = {}
     for name, set_name in names.items():

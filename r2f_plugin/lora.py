@@ -68,12 +68,13 @@ class LoraGrad:
 
 
 @contextmanager
-def lora_probe(model: torch.nn.Module, rank: int, modules: Sequence[str] | None = None,
-               seed: int = 0) -> Iterator[Any]:
-    """Attach two-sided-initialised LoRA adapters; remove them (unmerged) on exit.
+def lora_adapters(model: torch.nn.Module, rank: int, modules: Sequence[str] | None = None,
+                  alpha: float | None = None) -> Iterator[Any]:
+    """Attach PEFT LoRA adapters (PEFT's own init) to ``model``; remove them, unmerged, on exit.
 
-    Yields the PEFT model. The base weights are frozen meanwhile and the model is
-    returned to its original modules and ``requires_grad`` flags afterwards.
+    Yields the PEFT model: the adapters are trainable, the base weights frozen
+    meanwhile; afterwards ``model`` has its original modules and ``requires_grad``
+    flags back.
     """
     from peft import LoraConfig, get_peft_model
 
@@ -81,22 +82,30 @@ def lora_probe(model: torch.nn.Module, rank: int, modules: Sequence[str] | None 
         raise UserError(f"LoRA rank must be at least 1, got {rank}.")
     modules = tuple(modules or target_modules(model))
     saved = {p: p.requires_grad for p in model.parameters()}
-    config = LoraConfig(r=rank, lora_alpha=rank, target_modules=list(modules), lora_dropout=0.0,
-                        init_lora_weights=False,
-                        fan_in_fan_out=getattr(model.config, "model_type", "") == "gpt2")
+    config = LoraConfig(r=rank, lora_alpha=alpha if alpha is not None else rank, target_modules=list(modules),
+                        lora_dropout=0.0, fan_in_fan_out=getattr(model.config, "model_type", "") == "gpt2")
     peft_model = get_peft_model(model, config)
-    gen = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for layer in lora_layers(peft_model).values():
-            A, B = layer.lora_A["default"].weight, layer.lora_B["default"].weight
-            A.copy_(torch.randn(A.shape, generator=gen) / A.shape[1] ** 0.5)
-            B.copy_(torch.randn(B.shape, generator=gen) * INIT_EPS / rank ** 0.5)
     try:
         yield peft_model
     finally:
         peft_model.unload()
         for p, flag in saved.items():
             p.requires_grad_(flag)
+
+
+@contextmanager
+def lora_probe(model: torch.nn.Module, rank: int, modules: Sequence[str] | None = None,
+               seed: int = 0) -> Iterator[Any]:
+    """LoRA adapters used as gradient probes: :func:`lora_adapters` with the
+    two-sided init (both factors random, ``s·BA`` negligible), seeded."""
+    with lora_adapters(model, rank, modules) as peft_model:
+        gen = torch.Generator().manual_seed(seed)
+        with torch.no_grad():
+            for layer in lora_layers(peft_model).values():
+                A, B = layer.lora_A["default"].weight, layer.lora_B["default"].weight
+                A.copy_(torch.randn(A.shape, generator=gen) / A.shape[1] ** 0.5)
+                B.copy_(torch.randn(B.shape, generator=gen) * INIT_EPS / rank ** 0.5)
+        yield peft_model
 
 
 def lora_layers(peft_model: Any) -> dict[str, Any]:

@@ -7,12 +7,15 @@ definitions, used for every method and task:
   the model's greedy output is at least ``ANSWERED_RECALL`` (multiple-choice
   probes: the highest-likelihood choice is the correct one);
 * **USR** (unlearning success rate, %, higher is better): among forget probes the
-  untouched model answered, the share the unlearned model no longer answers;
+  untouched model answered, the share the unlearned model no longer answers; for
+  multiple-choice probes rescaled so that chance-level answering counts as complete
+  forgetting (see :func:`usr`);
 * **GUR** (general utility retention, %, higher is better): the unlearned model's
   mean utility score divided by the untouched model's, times 100;
 * **RAP** (relearning attack precision, %, lower is better): after a short
   fine-tune of the unlearned model on paraphrased target data, the share of the
-  originally answered forget probes whose answer comes back;
+  originally answered forget probes whose answer comes back (multiple choice:
+  above chance);
 * **MIA** (model identity alignment, higher means closer to the original): mean
   cosine similarity of the next-token probability vectors of the untouched and
   unlearned models over every position of a fixed set of general prompts. (The
@@ -52,20 +55,27 @@ def rouge_l_f1(reference: str, prediction: str) -> float:
     return float(_scorer().score(reference, prediction)["rougeL"].fmeasure)
 
 
-def usr(before: Sequence[bool], after: Sequence[bool]) -> float | None:
-    """% of probes answered before and not after; ``None`` if none was answered before."""
+def usr(before: Sequence[bool], after: Sequence[bool], chance: float = 0.0) -> float | None:
+    """% of probes answered before and not after; ``None`` if none was answered before.
+
+    ``chance`` is the probability of answering a probe right without knowing it
+    (multiple choice: 1 / #choices). A model that knows nothing still gets that share
+    right, so the raw share is divided by ``1 - chance`` (capped at 100): complete
+    forgetting scores 100 whatever the format.
+    """
     known = [a for b, a in zip(before, after) if b]
     if not known:
         return None
-    return 100.0 * sum(not a for a in known) / len(known)
+    return min(100.0, 100.0 * sum(not a for a in known) / len(known) / (1.0 - chance))
 
 
-def recovery(before: Sequence[bool], after: Sequence[bool]) -> float | None:
-    """% of probes answered before that are answered again (RAP, after relearning)."""
+def recovery(before: Sequence[bool], after: Sequence[bool], chance: float = 0.0) -> float | None:
+    """% of probes answered before that are answered again (RAP, after relearning),
+    with ``chance`` (see :func:`usr`) as the floor: guessing alone scores 0."""
     known = [a for b, a in zip(before, after) if b]
     if not known:
         return None
-    return 100.0 * sum(known) / len(known)
+    return max(0.0, (100.0 * sum(known) / len(known) - 100.0 * chance) / (1.0 - chance))
 
 
 def retention(before: float, after: float) -> float | None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -23,9 +22,10 @@ import torch
 
 from r2f_plugin.data import Probe
 from r2f_plugin.errors import UserError
+from r2f_plugin.storage import atomic_dir
 from r2f_plugin.training import answer_accuracy, finetune
 
-CACHE_VERSION = "1"
+CACHE_VERSION = "2"
 VOCAB_SIZE = 2048
 
 
@@ -105,13 +105,21 @@ def build_tokenizer(texts: Sequence[str]):
     return fast
 
 
+def build_model(spec: EmbeddedSpec, tokenizer: Any) -> torch.nn.Module:
+    """An untrained model of ``spec``'s architecture for ``tokenizer``, seeded by ``spec.seed``."""
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(spec.seed)
+    return AutoModelForCausalLM.from_config(_config(spec, tokenizer))
+
+
 def teaching_texts(facts: Sequence[Probe], extra: Sequence[str]) -> list[str]:
     return [f"{p.prompt} {p.answer}" for p in facts] + list(extra)
 
 
 def embedded_model(spec: EmbeddedSpec, facts: Sequence[Probe], extra_texts: Sequence[str],
                    progress: Callable[[str], None] = print, max_epochs: int = 120,
-                   target_accuracy: float = 0.97) -> tuple[torch.nn.Module, Any, dict]:
+                   target_accuracy: float = 0.97, device: torch.device | str = "cpu") -> tuple[torch.nn.Module, Any, dict]:
     """Build ``spec``, teach it ``facts`` until it answers them, and cache the result.
 
     Returns (model, tokenizer, info) where info records the cache key and the
@@ -127,11 +135,10 @@ def embedded_model(spec: EmbeddedSpec, facts: Sequence[Probe], extra_texts: Sequ
         tok = PreTrainedTokenizerFast.from_pretrained(path)
         tok.padding_side = "left"
         model = AutoModelForCausalLM.from_pretrained(path, use_safetensors=True)
-        return model.eval(), tok, json.loads((path / "r2f_info.json").read_text())
+        return model.to(device).eval(), tok, json.loads((path / "r2f_info.json").read_text())
 
-    torch.manual_seed(spec.seed)
     tok = build_tokenizer(texts)
-    model = AutoModelForCausalLM.from_config(_config(spec, tok))
+    model = build_model(spec, tok).to(device)
     n = sum(p.numel() for p in model.parameters())
     progress(f"embedded model {spec.label}: {n / 1e6:.2f}M parameters, teaching {len(facts)} facts")
     epochs = finetune(model, tok, list(facts), epochs=max_epochs, lr=3e-3, batch_size=32,
@@ -154,20 +161,13 @@ def _key(spec: EmbeddedSpec, texts: Sequence[str], max_epochs: int, target_accur
 
 
 def _save(model: torch.nn.Module, tok: Any, info: dict, path: Path) -> None:
-    """Write the model directory atomically: build it aside, then rename into place."""
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    try:
+    """Write the model directory atomically; a concurrent builder's finished copy wins."""
+    if path.exists():
+        return
+    with atomic_dir(path) as tmp:
         model.save_pretrained(tmp, safe_serialization=True)
         tok.save_pretrained(tmp)
         (tmp / "r2f_info.json").write_text(json.dumps(info, indent=2))
-        if path.exists():
-            shutil.rmtree(tmp)
-            return
-        os.replace(tmp, path)
-    except OSError as exc:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise UserError(f"cannot cache model at {path}: {exc.strerror}; free disk space or set R2F_BENCH_CACHE.") from None
 
 
 def hf_model(name_or_path: str, trust_remote_code: bool = False, dtype: str = "float32") -> tuple[torch.nn.Module, Any]:

@@ -32,6 +32,7 @@ class OneStepUnlearner(Unlearner):
     """θ ← θ − step·‖W‖·G/‖G‖ for the target model's linear layers, G from :meth:`gradient`."""
 
     Params = StepParams
+    search_space = {"step": (0.0025, 0.005, 0.01, 0.02, 0.04)}
 
     @abstractmethod
     def gradient(self, model: torch.nn.Module, request: ForgetRequest,

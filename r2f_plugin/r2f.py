@@ -5,11 +5,16 @@ Per deletion request:
 1. attach LoRA probes (rank ``rank``, all linear layers, two-sided init, see
    :mod:`r2f_plugin.lora`) to the frozen target;
 2. compute LoRA gradients of the unlearning loss on the request's views (the facts
-   as asked plus paraphrases) and average them (``aggregate=before``, the paper's
-   order) or keep one per view sequence (``aggregate=after``);
-3. decode each layer's full gradient with the proxy-fitted decoder
-   (:mod:`r2f_plugin.decoder`) and apply the step to that layer at once, so no
-   full-model-size gradient is ever held.
+   as asked plus paraphrases): per fact, averaged over that fact's views
+   (``aggregate=before``, the paper's order: Algorithm 1 averages the views of one
+   datapoint, then decodes), or per view sequence (``aggregate=after``);
+3. decode each unit's full gradient with the proxy-fitted decoder
+   (:mod:`r2f_plugin.decoder`), average the decoded units, and apply the step layer
+   by layer, so no full-model-size gradient is ever held.
+
+The decoding unit is one fact because that is what the decoder is fitted on and
+what a rank-``r`` sketch can reconstruct: one fact's views span a few dozen tokens,
+while a whole request (dozens of facts) spans hundreds.
 
 The decoder is fitted once, on the proxy, from (LoRA gradient, full gradient)
 pairs on the dev split's facts (never the evaluation targets), and cached with
@@ -32,7 +37,7 @@ from r2f_plugin.data import ForgetRequest, Probe
 from r2f_plugin.decoder import GradientDecoder, fit
 from r2f_plugin.errors import UserError
 from r2f_plugin.gradients import CosineMeter
-from r2f_plugin.lora import LoraGrad, average, lora_gradients, lora_layers, lora_probe, role_of
+from r2f_plugin.lora import LoraGrad, lora_gradients, lora_layers, lora_probe, role_of
 from r2f_plugin.one_step import OneStepUnlearner, StepParams, all_views
 from r2f_plugin.unlearner import Context
 
@@ -43,17 +48,19 @@ AGGREGATES = ("before", "after")
 class R2FParams(StepParams):
     rank: int = field(default=8, metadata={"help": "LoRA rank of the gradient probes (paper default 8)"})
     decoder: str = field(default="two_sided", metadata={"help": "decoder form: two_sided or projection"})
-    aggregate: str = field(default="before", metadata={"help": "average LoRA gradients over views before decoding (paper) or after"})
+    aggregate: str = field(default="before", metadata={"help": "average each fact's LoRA gradients over its views before decoding (paper) or decode every view (after)"})
     decoder_path: str = field(default="", metadata={"help": "load this fitted decoder (.safetensors) instead of fitting one"})
     fit_examples: int = field(default=1000, metadata={"help": "max proxy examples for fitting (paper: 1k)"})
 
 
 def units(views: Sequence[Sequence[Probe]], aggregate: str) -> list[list[Probe]]:
-    """Groups of sequences whose LoRA gradients are decoded together."""
+    """Groups of probes whose mean LoRA gradient is decoded as one: each fact's views
+    (``before``) or each single phrasing (``after``). Every probe of ``views`` is in
+    exactly one group, so the mean of the groups' gradients is the request's."""
     if aggregate not in AGGREGATES:
         raise UserError(f"aggregate must be one of {', '.join(AGGREGATES)}, got {aggregate!r}.")
-    flat = [p for view in views for p in view]
-    return [flat] if aggregate == "before" else [[p] for p in flat]
+    per_fact = [list(column) for column in zip(*views)]
+    return per_fact if aggregate == "before" else [[p] for fact in per_fact for p in fact]
 
 
 def unit_gradients(peft_model: Any, tokenizer: Any, groups: list[list[Probe]], loss: str,
@@ -107,9 +114,8 @@ class R2F(OneStepUnlearner):
         p = self.params
         with lora_probe(model, p.rank, seed=ctx.seed) as pm:
             grads, _ = unit_gradients(pm, ctx.tokenizer, units(request.views, p.aggregate), p.loss)
-        if p.aggregate == "before":
-            grads = [average(grads)]
         info = {"decoder": p.decoder, "decoder_uses": self.decoder.uses, "aggregate": p.aggregate,
+                "decoded_units": len(grads),
                 "decoder_proxy": self.decoder.meta.get("proxy", "")}
         return decoded(self.decoder, grads), info
 
@@ -129,8 +135,6 @@ def decoder_cosines(decoder: GradientDecoder, model: torch.nn.Module, tokenizer:
     with lora_probe(model, rank, seed=seed) as pm:
         grads, _ = unit_gradients(pm, tokenizer, units(views, aggregate), loss)
         _, full = lora_gradients(pm, tokenizer, [p for v in views for p in v], loss, with_full=True)
-    if aggregate == "before":
-        grads = [average(grads)]
     for name, truth in full.items():
         est = sum(decoder.decode(name, g[name]) for g in grads) / len(grads)
         meter.add(role_of(name), est, truth)
@@ -140,13 +144,9 @@ def decoder_cosines(decoder: GradientDecoder, model: torch.nn.Module, tokenizer:
 def fit_decoder(proxy: torch.nn.Module, tokenizer: Any, views: Sequence[Sequence[Probe]], rank: int,
                 kind: str, aggregate: str, loss: str, seed: int, meta: dict[str, str],
                 progress: Callable[[str], None] = print) -> GradientDecoder:
-    """Collect (LoRA gradient, full gradient) pairs on the proxy, one per fact, and fit.
-
-    With ``aggregate=before`` an example is one fact's views averaged (what R2F
-    decodes per fact); with ``after`` it is one view sequence.
-    """
-    per_fact = [list(column) for column in zip(*views)]
-    groups = per_fact if aggregate == "before" else [[p] for fact in per_fact for p in fact]
+    """Collect (LoRA gradient, full gradient) pairs on the proxy, one per decoding
+    unit (:func:`units`: what R2F will decode on the target), and fit."""
+    groups = units(views, aggregate)
     pairs = []
     with lora_probe(proxy, rank, seed=seed) as pm:
         for i, group in enumerate(groups):
@@ -155,7 +155,7 @@ def fit_decoder(proxy: torch.nn.Module, tokenizer: Any, views: Sequence[Sequence
             if (i + 1) % 50 == 0:
                 progress(f"r2f: decoder pairs {i + 1}/{len(groups)}")
     return fit(pairs, kind, rank, {**meta, "aggregate": aggregate, "loss": loss,
-                                   "views": str(len(views)), "facts": str(len(per_fact))})
+                                   "views": str(len(views)), "facts": str(len(views[0]))})
 
 
 @hookimpl

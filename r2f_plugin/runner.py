@@ -24,19 +24,20 @@ import torch
 
 from r2f_plugin import __version__
 from r2f_plugin.data import ForgetRequest, Probe, Target
-from r2f_plugin.distributed import single_process_eval
+from r2f_plugin.distributed import process_state, single_process_eval
 from r2f_plugin.errors import UserError
 from r2f_plugin.lmeval import evaluate_probes
 from r2f_plugin.measure import measure
 from r2f_plugin.metrics import identity_alignment, mean, recovery, retention, usr
 from r2f_plugin.models import DEFAULT_PROXY, DEFAULT_TARGET, EmbeddedSpec, cache_root, embedded_model, hf_model
 from r2f_plugin.plugins import registry
-from r2f_plugin.storage import append_line, atomic_write_text, check_writable
+from r2f_plugin.storage import append_line, atomic_dir, atomic_write_text, check_writable
 from r2f_plugin.training import finetune
-from r2f_plugin.unlearner import Context
+from r2f_plugin.unlearner import Context, Edit
 from r2f_plugin.views import build_views, make_paraphraser
 
 EVAL_VERSION = "1"
+SPLITS = ("eval", "dev")
 
 
 @dataclass
@@ -59,13 +60,21 @@ class RunConfig:
     rap_lr: float = 1e-3
     output: str = "r2f-output"
     trust_remote_code: bool = False
+    split: str = "eval"  # "dev": evaluate the dev targets instead (hyper-parameter search)
+    sequential: bool = False  # apply the targets' deletions one after another to one model
+    save_model: str | None = None  # write each unlearned model to <save_model>/<target>/
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
 class Run:
-    """A prepared (method, task, seed) run: data loaded, models built, method set up."""
+    """A (method, task, seed) run.
+
+    Constructing it is cheap (configuration checked, data loaded); the models are
+    built and the method set up by :meth:`prepare`, on the first target that
+    actually runs, so a resumed sweep skips finished jobs without building anything.
+    """
 
     def __init__(self, config: RunConfig, progress: Callable[[str], None] = print) -> None:
         self.config, self.progress = config, progress
@@ -73,6 +82,8 @@ class Run:
         self.method_cls = reg.method(config.method)
         self.task = reg.task(config.task)()
         self.params = self.method_cls.parse_params(config.params)
+        if config.split not in SPLITS:
+            raise UserError(f"unknown split {config.split!r}; use {' or '.join(SPLITS)}.")
         self.out_dir = Path(config.output)
         check_writable(self.out_dir)
         self._versions = {"r2f-bench": __version__, "torch": torch.__version__,
@@ -80,20 +91,32 @@ class Run:
                           f"task:{config.task}": reg.version_of("task", config.task)}
         data_dir = Path(config.data_dir) if config.data_dir else None
         self.bench = self.task.load(data_dir, config.targets, config.limit, config.dev_targets)
-        self.targets: list[Target] = self.bench.targets
-        progress(f"{config.task}: {len(self.targets)} evaluation targets, {len(self.bench.dev_targets)} dev targets "
-                 f"from {self.bench.source} (revision {self.bench.revision})")
+        self.targets: list[Target] = self.bench.targets if config.split == "eval" else self.bench.dev_targets
+        if not self.targets:
+            raise UserError("the dev split is empty; pass --dev-targets N (N ≥ 1) to evaluate on it.")
+        progress(f"{config.task}: {len(self.bench.targets)} evaluation targets, {len(self.bench.dev_targets)} dev targets "
+                 f"from {self.bench.source} (revision {self.bench.revision}); running the {config.split} split")
+        self._prepared = False
+
+    def prepare(self) -> None:
+        """Build (or load) the models and set the method up; idempotent."""
+        if self._prepared:
+            return
+        config, progress = self.config, self.progress
         torch.manual_seed(config.seed)
+        self.device = process_state().device
         self.model, self.tokenizer, self.model_label, self.model_info = self._build(config.model, DEFAULT_TARGET)
+        self.current = self.model  # the model the next deletion starts from (sequential mode: the last result)
         self._proxy: tuple | None = None
-        self.paraphraser = make_paraphraser(config.paraphraser, self.model, self.tokenizer)
+        self.paraphraser = make_paraphraser(config.paraphraser, self.model, self.tokenizer, self.bench.alternatives)
         self.ctx = Context(tokenizer=self.tokenizer, benchmark=self.bench, seed=config.seed,
-                           cache_dir=cache_root(), make_views=self._views, proxy=self._proxy_model,
+                           cache_dir=cache_root(), make_views=self._views, proxy=self.proxy_model,
                            model_id=self.model_label, proxy_id=self._proxy_label(), progress=progress)
         self.method = self.method_cls(self.params)
         with measure() as setup_cost:
             self.method.setup(self.model, self.ctx)
         self.setup_seconds = setup_cost.seconds
+        self._prepared = True
 
     # -- models ---------------------------------------------------------------
     def _build(self, spec: str, default: EmbeddedSpec) -> tuple[torch.nn.Module, Any, str, dict]:
@@ -101,10 +124,11 @@ class Run:
         if spec.startswith("embedded"):
             es = default if spec in ("embedded", "embedded-proxy") else EmbeddedSpec.parse(spec)
             facts = self.bench.teaching_set()
-            model, tok, info = embedded_model(es, facts, self.bench.general_prompts, progress=self.progress)
+            model, tok, info = embedded_model(es, facts, self.bench.general_prompts, progress=self.progress,
+                                              device=self.device)
             return model, tok, f"{info['label']} (embedded demo model, taught {info['facts']} facts)", info
         model, tok = hf_model(spec, trust_remote_code=self.config.trust_remote_code)
-        return model, tok, spec, {}
+        return model.to(self.device), tok, spec, {}
 
     def _proxy_label(self) -> str:
         spec = self.config.proxy
@@ -112,7 +136,7 @@ class Run:
             return DEFAULT_PROXY.label
         return EmbeddedSpec.parse(spec).label if spec.startswith("embedded") else spec
 
-    def _proxy_model(self) -> tuple[torch.nn.Module, Any]:
+    def proxy_model(self) -> tuple[torch.nn.Module, Any]:
         if self._proxy is None:
             model, tok, _, _ = self._build(self.config.proxy, DEFAULT_PROXY)
             self._proxy = (model, tok)
@@ -129,7 +153,9 @@ class Run:
         return dict(self._versions)
 
     def request(self, target: Target) -> ForgetRequest:
-        return ForgetRequest(target=target, views=self._views(target.request), retain=self.bench.retain_pool())
+        """The deletion request every method gets; retain facts never include the target's own."""
+        retain = [p for p in self.bench.retain_pool() if p.target != target.id]
+        return ForgetRequest(target=target, views=self._views(target.request), retain=retain)
 
     # -- evaluation -----------------------------------------------------------
     def _probe_sets(self, target: Target, forget_only: bool = False) -> dict[str, list[Probe]]:
@@ -172,15 +198,22 @@ class Run:
 
     def run_target(self, target: Target) -> dict[str, Any]:
         """Unlearn one target and return its result record."""
+        self.prepare()
         t0 = time.time()
         request = self.request(target)
         before = self._untouched(target)
         torch.manual_seed(self.config.seed)
-        model = copy.deepcopy(self.model)
+        start = self.current
+        model = copy.deepcopy(start)
         self.progress(f"{self.config.method} on {target.id}: unlearning")
-        with measure() as cost:
+        with measure(self.device) as cost:
             edit = self.method.unlearn(model, request, self.ctx)
-        info = {**edit.info, **self.method.diagnostics(self.model, request, self.ctx)}
+        info = {**edit.info, **self.method.diagnostics(start, request, self.ctx)}
+        if self.config.sequential:
+            self.current = edit.model
+            info["sequence_step"] = self.targets.index(target) + 1
+        if self.config.save_model:
+            self._save(edit, target)
         self.progress(f"{self.config.method} on {target.id}: evaluating")
         after = self._evaluate(edit.model, target)
         relearned = self._evaluate(self._relearn(edit.model, request), target, forget_only=True)
@@ -189,8 +222,18 @@ class Run:
                             identity_alignment(self.model, edit.model, self.tokenizer, self.bench.general_prompts),
                             time.time() - t0)
 
+    def _save(self, edit: Edit, target: Target) -> None:
+        """Write the unlearned model and its tokenizer (safetensors) for ``lm_eval`` and reuse."""
+        if not self.method.edits_weights:
+            raise UserError(f"method {self.config.method!r} edits no weights (it wraps the model at inference), so there is no checkpoint to save; drop --save-model.")
+        path = Path(self.config.save_model) / target.id
+        with atomic_dir(path) as tmp:
+            edit.model.save_pretrained(tmp, safe_serialization=True)
+            self.tokenizer.save_pretrained(tmp)
+        self.progress(f"{self.config.method} on {target.id}: unlearned model saved to {path}")
+
     def _record(self, target, request, before, after, relearned, extra_after, cost, info, mia, wall) -> dict:
-        forget = self.task.forget_sets
+        forget, chance = self.task.usr_sets or self.task.forget_sets, self.task.chance
         answered = lambda scores: [bool(s.get("answered", s.get("acc", 0.0))) for st in forget for s in scores.get(st, [])]
         score = lambda rows: mean([r.get("rouge_l_recall", r.get("acc", 0.0)) for r in rows])
         b_scores, util = before["scores"], self.task.utility_set
@@ -199,9 +242,9 @@ class Run:
         b_ans, a_ans, r_ans = answered(b_scores), answered(after), answered(relearned)
         record = {
             "method": self.config.method, "task": self.config.task, "target": target.id, "seed": self.config.seed,
-            "usr": usr(b_ans, a_ans),
+            "usr": usr(b_ans, a_ans, chance),
             "gur": retention(set_before[util], set_after[util]),
-            "rap": recovery(b_ans, r_ans),
+            "rap": recovery(b_ans, r_ans, chance),
             "mia": mia,
             "seconds": cost.seconds, "peak_mem_mb": cost.peak_mem_mb,
             "known_forget_probes": sum(b_ans), "forget_probes": len(b_ans),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
@@ -30,6 +31,31 @@ def atomic_path(path: Path) -> Iterator[Path]:
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+
+
+@contextmanager
+def atomic_dir(path: Path) -> Iterator[Path]:
+    """Yield an empty directory beside ``path``; on success it replaces ``path``.
+
+    A crash leaves either the old directory or the new one, never a half-written one.
+    """
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    try:
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        yield tmp
+        if path.exists():
+            old = path.with_name(f".{path.name}.old{os.getpid()}")
+            os.replace(path, old)
+            os.replace(tmp, path)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, path)
+    except OSError as exc:
+        raise _as_user_error(exc, path) from None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -68,7 +94,7 @@ def check_writable(directory: Path) -> None:
 
 def _as_user_error(exc: OSError, path: Path) -> UserError:
     if exc.errno == errno.ENOSPC:
-        return UserError(f"disk full while writing {path}; free space or choose another --output.")
+        return UserError(f"disk full while writing {path}; free space, or write elsewhere (--output, or R2F_BENCH_CACHE for models).")
     if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-        return UserError(f"cannot write to {path} (permission denied); choose a writable --output.")
-    return UserError(f"cannot write {path}: {exc.strerror}; choose another --output.")
+        return UserError(f"cannot write to {path} (permission denied); choose a writable --output (or R2F_BENCH_CACHE for models).")
+    return UserError(f"cannot write {path}: {exc.strerror}; choose another --output (or R2F_BENCH_CACHE for models).")

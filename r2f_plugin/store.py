@@ -6,10 +6,10 @@ Layout under an output directory::
     <output>/results.jsonl     the same records, one line each, as they finish (a log)
 
 A job's key is the SHA-256 of the canonical JSON of everything that determines its
-result: the full run configuration (less ``output``, which only says where results
-go), the target id, the data revision and the plugin and library versions. A changed
-hyper-parameter, seed, model, data file or plugin release therefore gives a new key
-and a fresh run; an unchanged one is found done and skipped.
+result: the full run configuration (less ``output`` and ``save_model``, which only
+say where things are written), the target id, the data revision and the plugin and
+library versions. A changed hyper-parameter, seed, model, data file or plugin release
+therefore gives a new key and a fresh run; an unchanged one is found done and skipped.
 
 Concurrency: every file is written beside its final name and renamed into place,
 so readers never see half a record, and processes writing distinct keys never
@@ -32,6 +32,7 @@ from r2f_plugin.storage import append_line, atomic_path
 
 JOBS_DIR = "jobs"
 LOG_FILE = "results.jsonl"
+WHERE_FIELDS = ("output", "save_model")  # say where things are written, not what is computed
 
 
 def canonical_json(obj: Any) -> str:
@@ -43,7 +44,7 @@ def job_key(config: Mapping[str, Any], target: str, data_revision: str,
             versions: Mapping[str, str]) -> str:
     """The store key of one target of one run configuration (``RunConfig.to_dict()``)."""
     identity = {
-        "config": {k: v for k, v in config.items() if k != "output"},
+        "config": {k: v for k, v in config.items() if k not in WHERE_FIELDS},
         "target": str(target),
         "data_revision": data_revision,
         "versions": dict(versions),

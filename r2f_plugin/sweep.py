@@ -64,6 +64,7 @@ class SweepReport:
     ran: int = 0  # targets run and stored
     skipped: int = 0  # targets already in the store
     failed: list[str] = field(default_factory=list)
+    keys: list[str] = field(default_factory=list)  # store keys of this process's finished targets
 
 
 # -- planning -----------------------------------------------------------------
@@ -223,6 +224,7 @@ def _run_job(job: Job, runner: Any, store: Store, report: SweepReport, say: Prog
     revision, versions = run.data_revision(), run.versions()
     for target in run.targets:
         key = job_key(identity, target.id, revision, versions)
+        report.keys.append(key)
         if store.done(key):
             report.skipped += 1
             say(f"  {target.id}: already done ({key[:12]})")

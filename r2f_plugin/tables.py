@@ -261,8 +261,11 @@ def transfer_tables(records: Sequence[Record]) -> list[Table]:
 
 
 def build_tables(records: Sequence[Record]) -> list[Table]:
-    """Every table the records support, in the paper's order."""
-    records = list(records)
+    """Every table the records support, in the paper's order.
+
+    Only evaluation-split records count: dev-split runs (``r2f-bench tune``) choose
+    hyper-parameters and never enter a leaderboard."""
+    records = [r for r in records if r.get("config", {}).get("split", "eval") == "eval"]
     if not records:
         return []
     tables = [

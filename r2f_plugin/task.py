@@ -25,6 +25,10 @@ class Task(ABC):
     forget_sets: ClassVar[tuple[str, ...]] = ()
     neighbor_sets: ClassVar[tuple[str, ...]] = ()
     utility_set: ClassVar[str] = "utility"
+    # the forget sets USR and RAP count (None: all), and the chance of answering one of
+    # their probes right without knowing it (multiple choice: 1 / #choices)
+    usr_sets: ClassVar[tuple[str, ...] | None] = None
+    chance: ClassVar[float] = 0.0
     # generation length for each lm-eval task of this benchmark
     max_answer_tokens: ClassVar[int] = 16
 

@@ -86,13 +86,16 @@ def adamw(params: Iterable[torch.nn.Parameter], lr: float) -> torch.optim.Optimi
     return torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
 
 
-def optimise(opt: torch.optim.Optimizer, loss_fn: Callable[[int], torch.Tensor], steps: int) -> list[float]:
+def optimise(opt: torch.optim.Optimizer, loss_fn: Callable[[int], torch.Tensor], steps: int,
+             decay: bool = False) -> list[float]:
     """``steps`` optimiser steps on ``loss_fn(step)``; returns the losses.
 
     The shared training loop of the multi-step baselines (gradient ascent, SCRUB,
-    SKU, DeepCUT); pass one :func:`adamw` across calls to keep its state.
+    SKU, DeepCUT); pass one :func:`adamw` across calls to keep its state. With
+    ``decay`` the learning rate falls linearly to 0 over the ``steps``.
     """
     losses = []
+    schedule = torch.optim.lr_scheduler.LambdaLR(opt, lambda i: 1 - i / steps) if decay and steps else None
     try:
         for step in range(steps):
             loss = loss_fn(step)
@@ -101,6 +104,8 @@ def optimise(opt: torch.optim.Optimizer, loss_fn: Callable[[int], torch.Tensor],
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
+            if schedule is not None:
+                schedule.step()
             losses.append(float(loss.detach()))
     finally:
         opt.zero_grad(set_to_none=True)
@@ -125,14 +130,15 @@ def finetune(model: torch.nn.Module, tokenizer: Any, probes: list[Probe], epochs
              batch_size: int = 32, stop_accuracy: float | None = None, max_steps: int | None = None,
              progress: Callable[[str], None] | None = None, seed: int = 0) -> int:
     """AdamW on the answer NLL. Stops after ``max_steps`` optimiser steps, or once the
-    answer-token accuracy reaches ``stop_accuracy`` (checked every 5 epochs).
+    answer-token accuracy reaches ``stop_accuracy`` (checked every 5 epochs; a check
+    that does not improve on the best so far halves the learning rate).
     Returns the number of epochs run.
     """
     device = next(model.parameters()).device
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
     rng = random.Random(seed)
-    steps = 0
+    steps, best = 0, 0.0
     model.train()
     for epoch in range(1, epochs + 1):
         for chunk in batches(probes, batch_size, rng):
@@ -150,6 +156,10 @@ def finetune(model: torch.nn.Module, tokenizer: Any, probes: list[Probe], epochs
                 progress(f"  epoch {epoch}: loss {loss.item():.3f}, answer-token accuracy {acc:.3f}")
             if acc >= stop_accuracy:
                 break
+            if acc <= best:
+                for group in opt.param_groups:
+                    group["lr"] /= 2
+            best = max(best, acc)
             model.train()
     model.eval()
     return epoch

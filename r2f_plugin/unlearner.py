@@ -61,12 +61,15 @@ class Unlearner(ABC):
 
     Subclasses set ``name`` (the ``--method`` value), ``Params`` (a dataclass whose
     fields are the method's hyper-parameters, each with a default and a
-    ``metadata={"help": ...}``) and implement :meth:`unlearn`.
+    ``metadata={"help": ...}``), optionally ``search_space`` (the grid
+    ``r2f-bench tune`` searches on the dev split) and implement :meth:`unlearn`.
     """
 
     name: ClassVar[str] = ""
     Params: ClassVar[type] = NoParams
     edits_weights: ClassVar[bool] = True
+    # values of Params fields that ``r2f-bench tune`` searches on the dev split
+    search_space: ClassVar[dict[str, tuple]] = {}
 
     def __init__(self, params: Any | None = None) -> None:
         self.params = params if params is not None else self.Params()

@@ -7,6 +7,10 @@ Paraphrasers are pluggable (``--paraphraser``):
   set of syntactic transformations (question-word swaps, clause fronting, cloze →
   question, politeness/brevity frames). Weaker than a neural paraphraser; it exists
   so the tool runs anywhere.
+* ``benchmark``: the benchmark's own alternative probes of the same fact, where the
+  task provides them (``Benchmark.alternatives``; RWKU: other request probes of the
+  target with the same answer), each in its own prompt format; templates fill in
+  where there are none.
 * ``self``: the target model itself, prompted to paraphrase (useful for real LLMs).
 * ``hf:<name-or-path>``: a Hugging Face seq2seq paraphrase model (T5/BART), as in the paper.
 
@@ -74,6 +78,27 @@ class Paraphraser:
 
     def candidates(self, questions: Sequence[str], n: int) -> list[list[str]]:
         return [template_paraphrases(q) for q in questions]
+
+    def prompt(self, probe: Probe, question: str) -> str:
+        """The prompt of ``probe`` asked as ``question`` (its template kept)."""
+        original = probe.question or probe.prompt
+        return probe.prompt.replace(original, question) if original in probe.prompt else question
+
+
+class BenchmarkParaphraser(Paraphraser):
+    """The benchmark's own alternative probes of a fact, then template rewrites."""
+
+    name = "benchmark"
+
+    def __init__(self, alternatives: dict[str, list[Probe]]) -> None:
+        self.alternatives = alternatives
+
+    def candidates(self, questions: Sequence[str], n: int) -> list[list[str]]:
+        return [[a.question for a in self.alternatives.get(q, [])] + template_paraphrases(q) for q in questions]
+
+    def prompt(self, probe: Probe, question: str) -> str:
+        own = {a.question: a.prompt for a in self.alternatives.get(probe.question, [])}
+        return own.get(question) or super().prompt(probe, question)
 
 
 class Seq2SeqParaphraser(Paraphraser):
@@ -158,19 +183,22 @@ def build_views(facts: Sequence[Probe], n_views: int, paraphraser: Paraphraser) 
     per_fact = []
     for p, q, cands in zip(facts, questions, all_candidates):
         kept = filter_candidates(q, cands, n_views - 1)
-        variants = [Probe(prompt=p.prompt.replace(q, c) if q in p.prompt else c, answer=p.answer, set=p.set,
-                          target=p.target, question=c) for c in kept]
+        variants = [Probe(prompt=paraphraser.prompt(p, c), answer=p.answer, set=p.set, target=p.target, question=c)
+                    for c in kept]
         per_fact.append(variants or [p])
     for i in range(n_views - 1):
         views.append([v[min(i, len(v) - 1)] for v in per_fact])
     return views
 
 
-def make_paraphraser(spec: str, model: torch.nn.Module | None = None, tokenizer: Any = None) -> Paraphraser:
+def make_paraphraser(spec: str, model: torch.nn.Module | None = None, tokenizer: Any = None,
+                     alternatives: dict[str, list[Probe]] | None = None) -> Paraphraser:
     if spec == "templates":
         return Paraphraser()
+    if spec == "benchmark":
+        return BenchmarkParaphraser(alternatives or {})
     if spec == "self":
         return SelfParaphraser(model, tokenizer)
     if spec.startswith("hf:"):
         return Seq2SeqParaphraser(spec[3:])
-    raise UserError(f"unknown paraphraser {spec!r}; use templates, self or hf:<model name or path>.")
+    raise UserError(f"unknown paraphraser {spec!r}; use templates, benchmark, self or hf:<model name or path>.")

@@ -10,7 +10,8 @@ import pytest
 
 from r2f_plugin.errors import UserError
 from task_helpers import assert_lm_eval_round_trip, shared_dir
-from tasks.wmdp import LETTERS, RELATED, SAMPLE_DIR, WMDP, mc_prompt, usr_above_chance
+from r2f_plugin.metrics import recovery, usr
+from tasks.wmdp import CHANCE, LETTERS, RELATED, SAMPLE_DIR, WMDP, mc_prompt
 
 
 @pytest.fixture
@@ -27,7 +28,8 @@ def test_sample_targets_requests_and_probes():
     assert "bundled sample" in bench.source and bench.revision == WMDP().load(None, None, None, 0).revision
     bio = bench.targets[0]
     assert set(bio.probes) == {"forget_bio", "forget_qa", "neighbor_mmlu"}
-    assert bio.request == bio.probes["forget_qa"] and len(bio.request) == 5
+    # the request: each question as a QA fact and as its multiple-choice form
+    assert bio.request == bio.probes["forget_qa"] + bio.probes["forget_bio"] and len(bio.request) == 10
     for p in bio.probes["forget_bio"] + bio.probes["neighbor_mmlu"] + bench.utility:
         assert p.choices == LETTERS and p.answer == LETTERS[p.label]
     fact, mc = bio.request[0], bio.probes["forget_bio"][0]
@@ -90,10 +92,12 @@ def test_official_scores_and_chance_floor():
     scores = WMDP().official_scores({"forget_chem": 0.4, "forget_qa": 0.9, "neighbor_mmlu": 0.7, "utility": 0.6})
     assert scores == {"wmdp_chem_acc": 0.4, "mmlu_related_acc": 0.7, "mmlu_acc": 0.6}
     # 4 known questions, 3 forgotten: the 4th right by chance; 75% plain USR is complete unlearning
-    assert usr_above_chance([True] * 4, [False, False, False, True]) == pytest.approx(100.0)
-    assert usr_above_chance([True, True, False], [True, False, False]) == pytest.approx(50 / 0.75)
-    assert usr_above_chance([True] * 4, [False] * 4) == 100.0
-    assert usr_above_chance([False], [False]) is None
+    assert usr([True] * 4, [False, False, False, True], CHANCE) == pytest.approx(100.0)
+    assert usr([True, True, False], [True, False, False], CHANCE) == pytest.approx(50 / 0.75)
+    assert usr([True] * 4, [False] * 4, CHANCE) == 100.0
+    assert usr([False], [False], CHANCE) is None
+    assert recovery([True] * 4, [True, False, False, False], CHANCE) == pytest.approx(0.0)
+    assert recovery([True] * 4, [True] * 4, CHANCE) == pytest.approx(100.0)
 
 
 def test_group_yaml_weights_domains_by_size():

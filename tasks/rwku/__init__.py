@@ -72,6 +72,7 @@ class RWKU(Task):
         utility, general = self._utility(tdir, dirs, read)
         return Benchmark(task=self.name, targets=eval_targets, dev_targets=dev_targets,
                          utility=utility, general_prompts=general,
+                         alternatives=same_answer_alternatives(eval_targets + dev_targets),
                          source="bundled sample (fictional, written for r2f-bench)" if data_dir is None else str(root),
                          revision=content_hash(read))
 
@@ -126,6 +127,21 @@ class RWKU(Task):
             raise UserError(f"no utility probes (triviaqa.json) under {tdir}; RWKU ships them for targets 1-10, include at least one of those.")
         general = list(dict.fromkeys(general))[:MAX_GENERAL]
         return list(utility.values()), general or [p.prompt for p in utility.values()]
+
+
+def same_answer_alternatives(targets: list[Target]) -> dict[str, list[Probe]]:
+    """RWKU's own other phrasings of a fact: the target's other request probes
+    (cloze or QA) with the same answer, e.g. a birth date asked as a blank and as a question."""
+    out: dict[str, list[Probe]] = {}
+    for t in targets:
+        by_answer: dict[str, list[Probe]] = {}
+        for p in t.request:
+            by_answer.setdefault(p.answer.strip().lower(), []).append(p)
+        for p in t.request:
+            others = [q for q in by_answer[p.answer.strip().lower()] if q.question != p.question]
+            if others:
+                out[p.question] = list(dict.fromkeys(others))
+    return out
 
 
 @hookimpl
