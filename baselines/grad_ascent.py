@@ -48,7 +48,7 @@ class GradAscent(Unlearner):
     def unlearn(self, model, request, ctx):
         p = self.params
         data = cycle_batches(request.facts, p.batch_size, ctx.seed)
-        losses = optimise(adamw(model.parameters(), p.lr), lambda step: unlearning_loss(model, ctx.tokenizer, next(data)),
+        losses = optimise(adamw(model.parameters(), p.lr), lambda step: unlearning_loss(model, ctx.tokenizer, next(data), "ascent"),
                           p.steps)
         # loss = −NLL of the forget answers before each step
         return Edit(model.eval(), {"steps": p.steps, "forget_nll_per_step": [-x for x in losses]})

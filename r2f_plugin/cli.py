@@ -34,7 +34,8 @@ def add_run_options(p: argparse.ArgumentParser, split: bool = True) -> None:
         p.add_argument("--split", choices=("eval", "dev"), default="eval",
                        help="targets to unlearn: the evaluation targets (default) or the dev targets (hyper-parameter search)")
     p.add_argument("--views", type=int, default=5, help="views per fact: the fact as asked plus paraphrases (paper: 5)")
-    p.add_argument("--paraphraser", default="templates", help="templates (offline), benchmark (its own alternative probes), self, or hf:<seq2seq model>")
+    p.add_argument("--paraphraser", default="benchmark",
+                   help="benchmark (its own alternative probes, then templates; default), templates, self, or hf:<seq2seq model>")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--set", dest="params", action="append", default=[], metavar="NAME=VALUE",
                    help="override a method hyper-parameter (repeatable); see `r2f-bench methods`")

@@ -17,23 +17,44 @@ import torch
 
 from r2f_plugin.data import Probe
 from r2f_plugin.errors import UserError
-from r2f_plugin.training import answer_nll, batches, encode
+from r2f_plugin.training import answer_nll, batches, encode, token_nll
 
-LOSSES = ("ascent",)
+LOSSES = ("ascent", "unlikelihood")
 BATCH = 32
 
 
-def unlearning_loss(model: torch.nn.Module, tokenizer: Any, probes: Sequence[Probe], loss: str = "ascent") -> torch.Tensor:
-    """Mean unlearning loss over ``probes``.
+def sequence_losses(model: torch.nn.Module, tokenizer: Any, probes: Sequence[Probe],
+                    loss: str = "ascent") -> torch.Tensor:
+    """The unlearning loss of each probe (shape: len(probes)); descending it pushes the
+    model away from the memorised answers (the "unlearning label" of the R2F paper's
+    footnote 1).
 
-    ``ascent``: the negated answer log-likelihood (gradient ascent on the answer,
-    Jang et al. 2022); descending it pushes the model away from the memorised
-    answer (the paper's footnote 1 "unlearning label").
+    ``ascent``: the negated answer log-likelihood, ``log p(y)`` (gradient ascent,
+    Jang et al. 2022). Its gradient weights each answer token by ``1 − p``, so the
+    tokens the model is surest of, the ones greedy decoding keeps producing, count
+    least.
+    ``unlikelihood``: ``−log(1 − p(y_t))`` per answer token (Welleck et al. 2020,
+    "Neural Text Generation with Unlikelihood Training"), averaged per answer. It
+    weights confident tokens most and stops pushing once a token is unlikely.
     """
     if loss not in LOSSES:
         raise UserError(f"unknown unlearning loss {loss!r}; choose one of {', '.join(LOSSES)}.")
-    device = next(model.parameters()).device
-    return -answer_nll(model, encode(tokenizer, probes, device=device)).mean()
+    batch = encode(tokenizer, probes, device=next(model.parameters()).device)
+    if loss == "ascent":
+        return -answer_nll(model, batch)
+    nll, mask = token_nll(model, batch)
+    p = torch.exp(-nll).clamp(max=1 - 1e-6)
+    return (-torch.log1p(-p) * mask).sum(1) / mask.sum(1).clamp(min=1)
+
+
+def unlearning_loss(model: torch.nn.Module, tokenizer: Any, probes: Sequence[Probe], loss: str = "ascent") -> torch.Tensor:
+    """Mean unlearning loss over ``probes`` (see :func:`sequence_losses`)."""
+    return sequence_losses(model, tokenizer, probes, loss).mean()
+
+
+def check_loss(value: torch.Tensor) -> None:
+    if not torch.isfinite(value).all():
+        raise UserError("the unlearning loss is not finite (NaN/inf); check the model's weights and dtype (use float32 for small models).")
 
 
 def backward_mean(model: torch.nn.Module, tokenizer: Any, probes: Sequence[Probe], loss: str) -> None:
@@ -41,8 +62,7 @@ def backward_mean(model: torch.nn.Module, tokenizer: Any, probes: Sequence[Probe
     n = len(probes)
     for chunk in batches(list(probes), BATCH):
         value = unlearning_loss(model, tokenizer, chunk, loss) * (len(chunk) / n)
-        if not torch.isfinite(value):
-            raise UserError("the unlearning loss is not finite (NaN/inf); check the model's weights and dtype (use float32 for small models).")
+        check_loss(value)
         value.backward()
 
 

@@ -20,7 +20,8 @@ import torch
 
 from r2f_plugin.data import Probe
 from r2f_plugin.errors import UserError
-from r2f_plugin.gradients import backward_mean, check_finite
+from r2f_plugin.gradients import BATCH, backward_mean, check_finite, check_loss, sequence_losses
+from r2f_plugin.training import batches
 
 # Module names per architecture family; each maps to a role shared across families,
 # which is what lets a decoder fitted on one family be applied to another.
@@ -150,6 +151,64 @@ def lora_gradients(peft_model: Any, tokenizer: Any, probes: Sequence[Probe], los
             p.grad = None
         for w in bases:
             w.requires_grad_(False)
+
+
+def grouped_lora_gradients(peft_model: Any, tokenizer: Any, groups: Sequence[Sequence[Probe]],
+                           loss: str) -> list[dict[str, LoraGrad]]:
+    """The LoRA gradients of each group's mean unlearning loss, from batched passes.
+
+    Each sequence's own gradient is assembled from what the adapters see (captured
+    by hooks): for ``u = A x`` and ``v = B u``, ``∇A = Σ_t (∂L/∂u_t) x_tᵀ`` and
+    ``∇B = Σ_t (∂L/∂v_t) u_tᵀ`` (the per-example trick of DP-SGD). So all groups
+    cost one forward and backward over their sequences, in batches, instead of one
+    backward per group; the result equals :func:`lora_gradients` on each group.
+    """
+    layers = lora_layers(peft_model)
+    factors = {name: tuple(f.detach().clone() for f in _factors(layer)) for name, layer in layers.items()}
+    probes = [p for g in groups for p in g]
+    owner = torch.tensor([i for i, g in enumerate(groups) for _ in g])
+    weight = torch.tensor([1.0 / len(g) for g in groups for _ in g])
+    sums = {name: (A.new_zeros(len(groups), *A.shape), B.new_zeros(len(groups), *B.shape))
+            for name, (A, B) in factors.items()}
+    seen: dict[tuple[str, str], list[torch.Tensor]] = {}
+
+    def capture(key: tuple[str, str]):
+        def hook(module, args, out):
+            seen[key] = [args[0].detach()]
+            out.register_hook(lambda g: seen[key].append(g.detach()))
+        return hook
+
+    handles = []
+    for name, layer in layers.items():
+        handles.append(layer.lora_A["default"].register_forward_hook(capture((name, "A"))))
+        handles.append(layer.lora_B["default"].register_forward_hook(capture((name, "B"))))
+    start = 0
+    try:
+        for chunk in batches(probes, BATCH):
+            losses = sequence_losses(peft_model, tokenizer, chunk, loss)
+            check_loss(losses)
+            losses.sum().backward()  # sequences are independent: each gets its own loss's gradient
+            rows = slice(start, start + len(chunk))
+            for name, (sum_a, sum_b) in sums.items():
+                x, grad_u = seen[(name, "A")]
+                u, grad_v = seen[(name, "B")]
+                w = weight[rows].to(sum_a.device).view(-1, 1, 1)
+                groups_of = owner[rows].to(sum_a.device)
+                sum_a.index_add_(0, groups_of, torch.einsum("btr,bti->bri", grad_u, x).to(sum_a.dtype) * w)
+                sum_b.index_add_(0, groups_of, torch.einsum("bto,btr->bor", grad_v, u).to(sum_b.dtype) * w)
+            seen.clear()
+            start += len(chunk)
+    finally:
+        for h in handles:
+            h.remove()
+        for p in peft_model.parameters():
+            p.grad = None
+    check_finite(t for pair in sums.values() for t in pair)
+    return [{name: LoraGrad(A=factors[name][0], B=factors[name][1], gA=sums[name][0][i], gB=sums[name][1][i],
+                            scale=float(layer.scaling["default"]),
+                            transposed=bool(getattr(layer, "fan_in_fan_out", False)))
+             for name, layer in layers.items()}
+            for i in range(len(groups))]
 
 
 def _factors(layer: Any) -> tuple[torch.nn.Parameter, torch.nn.Parameter]:

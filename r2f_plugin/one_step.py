@@ -21,7 +21,7 @@ from r2f_plugin.unlearner import Context, Edit, Unlearner
 @dataclass
 class StepParams:
     step: float = field(default=0.02, metadata={"help": "relative step: ‖ΔW‖ = step · ‖W‖ over the updated matrices"})
-    loss: str = field(default="ascent", metadata={"help": "unlearning loss (ascent: negated answer log-likelihood)"})
+    loss: str = field(default="unlikelihood", metadata={"help": "unlearning loss: ascent (log-likelihood of the answer) or unlikelihood (−log(1−p))"})
 
 
 def all_views(request: ForgetRequest) -> list[Probe]:
@@ -32,7 +32,7 @@ class OneStepUnlearner(Unlearner):
     """θ ← θ − step·‖W‖·G/‖G‖ for the target model's linear layers, G from :meth:`gradient`."""
 
     Params = StepParams
-    search_space = {"step": (0.0025, 0.005, 0.01, 0.02, 0.04)}
+    search_space = {"step": (0.005, 0.01, 0.015, 0.02, 0.03, 0.05, 0.08)}
 
     @abstractmethod
     def gradient(self, model: torch.nn.Module, request: ForgetRequest,

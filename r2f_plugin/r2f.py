@@ -37,7 +37,7 @@ from r2f_plugin.data import ForgetRequest, Probe
 from r2f_plugin.decoder import GradientDecoder, fit
 from r2f_plugin.errors import UserError
 from r2f_plugin.gradients import CosineMeter
-from r2f_plugin.lora import LoraGrad, lora_gradients, lora_layers, lora_probe, role_of
+from r2f_plugin.lora import LoraGrad, grouped_lora_gradients, lora_gradients, lora_layers, lora_probe, role_of
 from r2f_plugin.one_step import OneStepUnlearner, StepParams, all_views
 from r2f_plugin.unlearner import Context
 
@@ -61,16 +61,6 @@ def units(views: Sequence[Sequence[Probe]], aggregate: str) -> list[list[Probe]]
         raise UserError(f"aggregate must be one of {', '.join(AGGREGATES)}, got {aggregate!r}.")
     per_fact = [list(column) for column in zip(*views)]
     return per_fact if aggregate == "before" else [[p] for fact in per_fact for p in fact]
-
-
-def unit_gradients(peft_model: Any, tokenizer: Any, groups: list[list[Probe]], loss: str,
-                   with_full: bool = False) -> tuple[list[dict[str, LoraGrad]], list[dict[str, torch.Tensor]]]:
-    lora, full = [], []
-    for group in groups:
-        g, f = lora_gradients(peft_model, tokenizer, group, loss, with_full=with_full)
-        lora.append(g)
-        full.append(f)
-    return lora, full
 
 
 def decoded(decoder: GradientDecoder, grads: list[dict[str, LoraGrad]]) -> Callable[[str], torch.Tensor]:
@@ -113,7 +103,7 @@ class R2F(OneStepUnlearner):
     def gradient(self, model, request: ForgetRequest, ctx: Context):
         p = self.params
         with lora_probe(model, p.rank, seed=ctx.seed) as pm:
-            grads, _ = unit_gradients(pm, ctx.tokenizer, units(request.views, p.aggregate), p.loss)
+            grads = grouped_lora_gradients(pm, ctx.tokenizer, units(request.views, p.aggregate), p.loss)
         info = {"decoder": p.decoder, "decoder_uses": self.decoder.uses, "aggregate": p.aggregate,
                 "decoded_units": len(grads),
                 "decoder_proxy": self.decoder.meta.get("proxy", "")}
@@ -133,7 +123,7 @@ def decoder_cosines(decoder: GradientDecoder, model: torch.nn.Module, tokenizer:
     """Cosine of the decoded to the exact gradient of the whole request, per role and overall."""
     meter = CosineMeter()
     with lora_probe(model, rank, seed=seed) as pm:
-        grads, _ = unit_gradients(pm, tokenizer, units(views, aggregate), loss)
+        grads = grouped_lora_gradients(pm, tokenizer, units(views, aggregate), loss)
         _, full = lora_gradients(pm, tokenizer, [p for v in views for p in v], loss, with_full=True)
     for name, truth in full.items():
         est = sum(decoder.decode(name, g[name]) for g in grads) / len(grads)

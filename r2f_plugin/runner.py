@@ -54,7 +54,7 @@ class RunConfig:
     limit: int | None = None
     params: dict[str, str] = field(default_factory=dict)
     views: int = 5
-    paraphraser: str = "templates"
+    paraphraser: str = "benchmark"
     dev_targets: int = 2
     rap_steps: int = 5
     rap_lr: float = 1e-3
@@ -152,10 +152,14 @@ class Run:
     def versions(self) -> dict[str, str]:
         return dict(self._versions)
 
+    def retain_for(self, target: Target) -> list[Probe]:
+        """A request's retain facts: the dev split's, never the target's own (dev-split runs)."""
+        return [p for p in self.bench.retain_pool() if p.target != target.id]
+
     def request(self, target: Target) -> ForgetRequest:
-        """The deletion request every method gets; retain facts never include the target's own."""
-        retain = [p for p in self.bench.retain_pool() if p.target != target.id]
-        return ForgetRequest(target=target, views=self._views(target.request), retain=retain)
+        """The deletion request every method gets: the same views and retain facts."""
+        self.prepare()  # views may come from the model itself (--paraphraser self)
+        return ForgetRequest(target=target, views=self._views(target.request), retain=self.retain_for(target))
 
     # -- evaluation -----------------------------------------------------------
     def _probe_sets(self, target: Target, forget_only: bool = False) -> dict[str, list[Probe]]:

@@ -61,3 +61,20 @@ def test_save_load_round_trip_and_mismatch(tmp_path):
     (tmp_path / "bad.safetensors").write_bytes(b"not a decoder")
     with pytest.raises(UserError, match="is not an r2f-bench decoder"):
         GradientDecoder.load(tmp_path / "bad.safetensors")
+
+
+def test_grouped_lora_gradients_equal_one_backward_per_group(tiny, context):
+    """The hook-assembled per-group gradients R2F uses are the plain per-group gradients."""
+    from r2f_plugin.lora import grouped_lora_gradients, lora_gradients, lora_probe
+    from r2f_plugin.r2f import units
+
+    facts = tiny["bench"].targets[0].request[:5]
+    groups = units(context.make_views(facts), "before")
+    for loss in ("ascent", "unlikelihood"):
+        with lora_probe(tiny["model"], 8, seed=0) as pm:
+            grouped = grouped_lora_gradients(pm, tiny["tok"], groups, loss)
+            single = [lora_gradients(pm, tiny["tok"], g, loss)[0] for g in groups]
+        for mine, ref in zip(grouped, single):
+            for name in ref:
+                torch.testing.assert_close(mine[name].gA, ref[name].gA, rtol=1e-4, atol=1e-7)
+                torch.testing.assert_close(mine[name].gB, ref[name].gB, rtol=1e-4, atol=1e-7)

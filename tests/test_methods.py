@@ -33,7 +33,12 @@ def run_method(name, tiny, context, **params):
 
 @pytest.mark.parametrize("name", ["r2f", "fullgrad"])
 def test_method_forgets_and_retains(name, tiny, context):
-    method, target, request, edit = run_method(name, tiny, context, step=0.02)
+    """One step forgets the request while neighbours stay within the bound.
+
+    The loss is pinned to ascent: on this 0.15M-parameter sample model the
+    unlikelihood default (chosen on RWKU's dev split with the 1M-parameter embedded
+    model, where it dominates ascent; docs/tuning.md) costs neighbours more."""
+    method, target, request, edit = run_method(name, tiny, context, step=0.02, loss="ascent")
     tok, before = tiny["tok"], tiny["model"]
     facts = request.facts
     with torch.no_grad():

@@ -1,0 +1,61 @@
+"""Every registered method runs on every registered task's deletion requests.
+
+The models here are tiny and untaught (what is under test is that each method copes
+with each task's prompts, answers and formats: cloze, QA, multiple choice, long
+passages); that methods really forget is tested on taught models in
+test_methods.py and test_baselines.py.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from r2f_plugin.data import ForgetRequest
+from r2f_plugin.plugins import registry
+
+METHODS = [i.name for i in registry().listing("method")]
+TASKS = [i.name for i in registry().listing("task")]
+
+
+@pytest.fixture(scope="module")
+def settings(tmp_path_factory):
+    """Per task: bundled sample, an untaught tiny model and proxy, a Context and a request."""
+    from r2f_plugin.models import EmbeddedSpec, build_model, build_tokenizer, teaching_texts
+    from r2f_plugin.unlearner import Context
+    from r2f_plugin.views import Paraphraser, build_views
+
+    out = {}
+    for name in TASKS:
+        bench = registry().task(name)().load(None, None, 1, n_dev=1)
+        tok = build_tokenizer(teaching_texts(bench.teaching_set(), bench.general_prompts))
+        model = build_model(EmbeddedSpec.parse("embedded:mistral-h32-l2"), tok).eval()
+        proxy = build_model(EmbeddedSpec.parse("embedded:mistral-h32-l1"), tok).eval()
+        views = lambda facts: build_views(facts, 2, Paraphraser())
+        ctx = Context(tokenizer=tok, benchmark=bench, seed=0, cache_dir=tmp_path_factory.mktemp(name),
+                      make_views=views, proxy=lambda proxy=proxy, tok=tok: (proxy, tok), model_id=name,
+                      proxy_id=f"{name}-proxy", progress=lambda m: None)
+        target = bench.targets[0]
+        request = ForgetRequest(target=target, views=views(target.request), retain=bench.retain_pool())
+        out[name] = (model, ctx, request)
+    return out
+
+
+@pytest.mark.parametrize("task", TASKS)
+@pytest.mark.parametrize("method", METHODS)
+def test_method_runs_on_task(method, task, settings):
+    model, ctx, request = settings[task]
+    cls = registry().method(method)
+    m = cls(cls.parse_params())
+    m.setup(model, ctx)
+    edit = m.unlearn(copy.deepcopy(model), request, ctx)
+    before, after = model.state_dict(), edit.model.state_dict()
+    assert all(torch.isfinite(v).all() for v in after.values())
+    changed = any(not torch.equal(before[k], after[k]) for k in before)
+    assert changed == cls.edits_weights
+    prompt = request.facts[0].prompt
+    with torch.no_grad():
+        logits = edit.model(**ctx.tokenizer(prompt, return_tensors="pt")).logits
+    assert torch.isfinite(logits).all()

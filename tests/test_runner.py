@@ -1,0 +1,109 @@
+"""The runner's contract: dev split, fair requests, cheap resume, sequential deletions,
+saved checkpoints that lm_eval reads, and the dev-split hyper-parameter search."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from r2f_plugin.cli import main
+from r2f_plugin.runner import Run, RunConfig
+
+TINY = dict(model="embedded:mistral-h64-l2", proxy="embedded:mistral-h32-l2", views=3)
+TINY_ARGS = ["--model", TINY["model"], "--proxy", TINY["proxy"], "--views", "3"]
+
+
+def test_dev_split_and_requests_never_retain_the_targets_own_facts(tmp_path):
+    run = Run(RunConfig(method="fullgrad", task="rwku", limit=2, dev_targets=2, split="dev",
+                        output=str(tmp_path), **TINY), progress=lambda m: None)
+    assert [t.id for t in run.targets] == [t.id for t in run.bench.dev_targets]
+    assert {t.id for t in run.targets}.isdisjoint(t.id for t in run.bench.targets)
+    for target in run.targets:
+        retain = run.retain_for(target)
+        assert retain and all(p.target != target.id for p in retain)
+    assert not run._prepared  # constructing a run builds no model
+
+
+def test_resumed_sweep_builds_nothing(tmp_path, monkeypatch):
+    from r2f_plugin.sweep import Job, execute
+
+    job = Job(dict(method="fullgrad", task="rwku", seed=0, limit=1, output=str(tmp_path), **TINY))
+    first = execute([job], str(tmp_path), process=(0, 1), progress=lambda m: None)
+    assert first.ran == 1
+
+    def refuse(self):
+        raise AssertionError("a finished job was prepared again")
+
+    monkeypatch.setattr(Run, "prepare", refuse)
+    again = execute([job], str(tmp_path), process=(0, 1), progress=lambda m: None)
+    assert (again.ran, again.skipped, again.keys) == (0, 1, first.keys)
+
+
+def test_sequential_deletions_start_from_the_previous_result(tmp_path):
+    run = Run(RunConfig(method="fullgrad", task="rwku", limit=2, sequential=True, output=str(tmp_path), **TINY),
+              progress=lambda m: None)
+    first = run.run_target(run.targets[0])
+    after_first = {k: v.clone() for k, v in run.current.state_dict().items()}
+    assert any(not torch.equal(after_first[k], v) for k, v in run.model.state_dict().items())
+    second = run.run_target(run.targets[1])
+    assert (first["info"]["sequence_step"], second["info"]["sequence_step"]) == (1, 2)
+    assert any(not torch.equal(after_first[k], v) for k, v in run.current.state_dict().items())
+
+
+def test_saved_checkpoint_is_evaluated_by_the_lm_eval_command(tmp_path, capsys):
+    """The README's `lm_eval --include_path ...` command on a model saved by --save-model."""
+    import tasks.rwku
+
+    saved = tmp_path / "models"
+    assert main(["--method", "fullgrad", "--task", "rwku", "--limit", "1", "--output", str(tmp_path / "out"),
+                 "--save-model", str(saved), *TINY_ARGS]) == 0
+    record = json.loads((tmp_path / "out" / "results.jsonl").read_text().splitlines()[0])
+    checkpoint = saved / record["target"]
+    assert (checkpoint / "model.safetensors").is_file() and (checkpoint / "tokenizer.json").is_file()
+    lm_eval = os.path.join(os.path.dirname(sys.executable), "lm_eval")
+    out = subprocess.run(
+        [lm_eval, "--model", "hf", "--model_args", f"pretrained={checkpoint}", "--include_path", str(tasks.rwku.HERE),
+         "--tasks", "rwku_forget_fb,rwku_neighbor_qa", "--metadata", json.dumps({"targets": [record["target"]]}),
+         "--output_path", str(tmp_path / "lm_eval")],
+        capture_output=True, text=True, timeout=300, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "rwku_forget_fb" in out.stdout
+    results = json.loads(next((tmp_path / "lm_eval").rglob("results_*.json")).read_text())["results"]
+    # the same numbers the run recorded for the unlearned model
+    after = record["set_scores"]["after"]
+    assert results["rwku_forget_fb"]["rouge_l_recall,none"] == pytest.approx(after["forget_fb"], abs=1e-3)
+    assert results["rwku_neighbor_qa"]["rouge_l_recall,none"] == pytest.approx(after["neighbor_qa"], abs=1e-3)
+
+
+def test_inference_time_method_refuses_to_save_a_checkpoint(tmp_path, capsys):
+    assert main(["--method", "eco", "--task", "rwku", "--limit", "1", "--output", str(tmp_path),
+                 "--save-model", str(tmp_path / "m"), *TINY_ARGS]) == 2
+    assert "edits no weights" in capsys.readouterr().err
+
+
+def test_tune_rule_and_command(tmp_path, capsys):
+    from r2f_plugin.tune import choose, grid_points
+
+    assert grid_points({"b": (1, 2), "a": ("x",)}) == [{"a": "x", "b": "1"}, {"a": "x", "b": "2"}]
+    row = lambda usr, gur: ({}, {"usr": usr, "gur": gur})
+    assert choose([row(90, 80), row(60, 95), row(50, 99)], 90)[0] == 1  # best USR among GUR ≥ 90
+    assert choose([row(90, 80), row(60, 85)], 90)[0] == 1  # none qualifies: best GUR
+    assert main(["tune", "--method", "fullgrad", "--grid", "step=0.005,0.04", "--limit", "1", "--dev-targets", "1",
+                 "--output", str(tmp_path), "--json", *TINY_ARGS]) == 0
+    out = capsys.readouterr().out
+    search = json.loads(out[out.index("[\n"):])[0]
+    assert [r["params"] for r in search["rows"]] == [{"step": "0.005"}, {"step": "0.04"}]
+    assert all(r["targets"] == 1 for r in search["rows"])
+    assert search["chosen"] in ({"step": "0.005"}, {"step": "0.04"})
+    # every dev-split record stays out of the leaderboard
+    from r2f_plugin.store import Store
+    from r2f_plugin.tables import build_tables
+
+    records = list(Store(tmp_path).records())
+    assert records and all(r["config"]["split"] == "dev" for r in records)
+    assert build_tables(records) == []
