@@ -26,7 +26,9 @@ Defaults:
   embedded models, the same for every target.
 * ``beta = 1``: contrastive and retain losses weighted equally.
 * ``tau = 0.1``: a standard InfoNCE temperature (SupCon, Khosla et al. 2020).
-* ``batch_size = 32``: forget anchors and retain samples per step.
+* ``batch_size = 8``, ``accumulate = 4``: forget anchors and retain samples per
+  micro-batch (the contrast is within a micro-batch), 4 micro-batches per step
+  (:class:`r2f_plugin.training.BatchParams`).
 """
 
 from __future__ import annotations
@@ -39,17 +41,16 @@ import torch.nn.functional as F
 from r2f_plugin import hookimpl
 from r2f_plugin.errors import UserError
 from r2f_plugin.one_step import all_views
-from r2f_plugin.training import adamw, cycle_batches, encode, logits_nll, optimise
+from r2f_plugin.training import BatchParams, adamw, cycle_batches, encode, logits_nll, optimise
 from r2f_plugin.unlearner import Edit, Unlearner
 
 
 @dataclass
-class DeepCutParams:
+class DeepCutParams(BatchParams):
     steps: int = field(default=5, metadata={"help": "AdamW steps"})
     lr: float = field(default=1e-3, metadata={"help": "learning rate (1e-3 for tiny models)"})
     beta: float = field(default=1.0, metadata={"help": "weight of the contrastive forgetting loss"})
     tau: float = field(default=0.1, metadata={"help": "InfoNCE temperature"})
-    batch_size: int = field(default=32, metadata={"help": "forget anchors and retain samples per step"})
 
 
 def pooled(model, batch) -> tuple[torch.Tensor, torch.Tensor]:
@@ -93,7 +94,7 @@ class DeepCUT(Unlearner):
             parts["retain_ce"].append(float(ce.detach()))
             return ce + p.beta * lc
 
-        optimise(adamw(model.parameters(), p.lr), loss, p.steps)
+        optimise(adamw(model.parameters(), p.lr), loss, p.steps, p.accumulate)
         return Edit(model.eval(), {"steps": p.steps, **parts})
 
 

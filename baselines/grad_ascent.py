@@ -19,7 +19,8 @@ tiny models and are the same for every target):
   to drop on the tiny models (the paper stops once it has dropped, after a few epochs).
 * ``lr = 1e-3``: Jang et al. use 5e-5 on GPT-Neo 125M-2.7B; the tiny embedded models
   were taught with 3e-3, so 1e-3 is the comparably "small" rate. Lower it for real LLMs.
-* ``batch_size = 32``: facts per step (Jang et al. unlearn 32 sequences at once).
+* ``batch_size = 8``, ``accumulate = 4``: 32 facts per step (Jang et al. unlearn 32
+  sequences at once), in micro-batches of 8 (:class:`r2f_plugin.training.BatchParams`).
 * AdamW with no weight decay (the paper's Adam), dropout off (model in eval mode).
 """
 
@@ -29,15 +30,14 @@ from dataclasses import dataclass, field
 
 from r2f_plugin import hookimpl
 from r2f_plugin.gradients import unlearning_loss
-from r2f_plugin.training import adamw, cycle_batches, optimise
+from r2f_plugin.training import BatchParams, adamw, cycle_batches, optimise
 from r2f_plugin.unlearner import Edit, Unlearner
 
 
 @dataclass
-class GradAscentParams:
+class GradAscentParams(BatchParams):
     steps: int = field(default=5, metadata={"help": "AdamW steps on the forget facts (fixed for every target)"})
     lr: float = field(default=1e-3, metadata={"help": "learning rate (Jang et al.: 5e-5 on GPT-Neo; 1e-3 for tiny models)"})
-    batch_size: int = field(default=32, metadata={"help": "forget facts per step (Jang et al.: 32)"})
 
 
 class GradAscent(Unlearner):
@@ -48,8 +48,8 @@ class GradAscent(Unlearner):
     def unlearn(self, model, request, ctx):
         p = self.params
         data = cycle_batches(request.facts, p.batch_size, ctx.seed)
-        losses = optimise(adamw(model.parameters(), p.lr), lambda step: unlearning_loss(model, ctx.tokenizer, next(data), "ascent"),
-                          p.steps)
+        losses = optimise(adamw(model.parameters(), p.lr),
+                          lambda i: unlearning_loss(model, ctx.tokenizer, next(data), "ascent"), p.steps, p.accumulate)
         # loss = −NLL of the forget answers before each step
         return Edit(model.eval(), {"steps": p.steps, "forget_nll_per_step": [-x for x in losses]})
 

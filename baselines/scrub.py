@@ -15,7 +15,7 @@ For causal LMs the KL and the cross-entropy are token-level, over the answer tok
 (:func:`r2f_plugin.training.answer_kl`, :func:`r2f_plugin.training.logits_nll`).
 Forget data = all of the request's views (``request.views``); retain data = the
 request's retain facts (``request.retain``), the same for every method. An epoch is
-one pass over its data in minibatches of ``batch_size``.
+one pass over its data in steps of ``accumulate`` micro-batches of ``batch_size``.
 
 Note: the R2F paper's appendix describes a different procedure under the name
 "SCRUB"; we implement the original method of Kurmanji et al. as published.
@@ -31,30 +31,32 @@ Defaults:
   original tunes α and γ per image dataset; those values are for class-level
   logits and do not transfer to token-level LM losses, so we weight both terms
   equally.
-* ``batch_size = 32``. Optimiser: AdamW, no weight decay, all parameters.
+* ``batch_size = 8``, ``accumulate = 4``: steps of 32 sequences in micro-batches of 8
+  (:class:`r2f_plugin.training.BatchParams`). Optimiser: AdamW, no weight decay, all
+  parameters.
 """
 
 from __future__ import annotations
 
 import copy
+import math
 from dataclasses import dataclass, field
 
 import torch
 
 from r2f_plugin import hookimpl
-from r2f_plugin.training import adamw, answer_kl, batch_logits, batches, encode, logits_nll, optimise
+from r2f_plugin.training import BatchParams, adamw, answer_kl, batch_logits, batches, encode, logits_nll, optimise
 from r2f_plugin.one_step import all_views
 from r2f_plugin.unlearner import Edit, Unlearner
 
 
 @dataclass
-class ScrubParams:
+class ScrubParams(BatchParams):
     msteps: int = field(default=2, metadata={"help": "epochs that include a max-step on the forget data (Kurmanji et al.)"})
     epochs: int = field(default=3, metadata={"help": "total epochs; every epoch has a min-step pass on the retain data"})
     lr: float = field(default=1e-3, metadata={"help": "AdamW learning rate (original 5e-4 on image models; 1e-3 for tiny LMs)"})
     alpha: float = field(default=1.0, metadata={"help": "weight of KL(teacher‖student) in the min-step"})
     gamma: float = field(default=1.0, metadata={"help": "weight of the retain answer cross-entropy in the min-step"})
-    batch_size: int = field(default=32, metadata={"help": "sequences per step"})
 
 
 def frozen_copy(model: torch.nn.Module) -> torch.nn.Module:
@@ -79,6 +81,8 @@ class Scrub(Unlearner):
         kl_forget, min_losses = [], []
 
         def max_loss(i):  # maximise KL(teacher‖student) on the forget data
+            if i >= len(forget):
+                return None
             b = encode(ctx.tokenizer, forget[i], device=device)
             with torch.no_grad():
                 t = batch_logits(teacher, b)
@@ -86,6 +90,8 @@ class Scrub(Unlearner):
             return -kl
 
         def min_loss(i):  # alpha·KL + gamma·CE on the retain data
+            if i >= len(retain):
+                return None
             b = encode(ctx.tokenizer, retain[i], device=device)
             with torch.no_grad():
                 t = batch_logits(teacher, b)
@@ -94,11 +100,12 @@ class Scrub(Unlearner):
             return p.alpha * answer_kl(s, t, b["labels"]) + p.gamma * nll.sum() / mask.sum().clamp(min=1)
 
         opt = adamw(model.parameters(), p.lr)  # one optimiser for the whole schedule
+        steps = lambda micro_batches: math.ceil(micro_batches / p.accumulate)  # one pass over the data
         for epoch in range(p.epochs):
             if epoch < p.msteps:
-                kl_forget += [-x for x in optimise(opt, max_loss, len(forget))]
+                kl_forget += [-x for x in optimise(opt, max_loss, steps(len(forget)), p.accumulate)]
             if retain:
-                min_losses += optimise(opt, min_loss, len(retain))
+                min_losses += optimise(opt, min_loss, steps(len(retain)), p.accumulate)
         del teacher
         return Edit(model.eval(), {"epochs": p.epochs, "msteps": p.msteps, "forget_kl": kl_forget,
                                    "retain_loss": min_losses})

@@ -37,7 +37,8 @@ Defaults:
   the authors run 1000 steps at 2e-5 on 7B models, far too little movement for the
   tiny embedded models in 10 steps, so ``lr`` is chosen by ``r2f-bench tune`` on the
   dev split (``search_space``), the same for every target.
-* ``batch_size = 32``: forget and retain sequences per step.
+* ``batch_size = 8``, ``accumulate = 4``: forget and retain sequences per micro-batch,
+  4 per step (the authors accumulate to 32; :class:`r2f_plugin.training.BatchParams`).
 """
 
 from __future__ import annotations
@@ -50,7 +51,8 @@ import torch
 from r2f_plugin import hookimpl
 from r2f_plugin.lora import lora_adapters, lora_layers
 from r2f_plugin.one_step import all_views
-from r2f_plugin.training import adamw, answer_kl, answer_nll, batch_logits, cycle_batches, encode, optimise
+from r2f_plugin.training import (BatchParams, adamw, answer_kl, answer_nll, batch_logits, cycle_batches, encode,
+                                 optimise)
 from r2f_plugin.unlearner import Edit, Unlearner
 
 QV_MODULES = {"gpt2": ("c_attn",)}
@@ -58,7 +60,7 @@ DEFAULT_QV = ("q_proj", "v_proj")
 
 
 @dataclass
-class SkuParams:
+class SkuParams(BatchParams):
     steps: int = field(default=10, metadata={"help": "stage-1 AdamW steps (linear decay to 0)"})
     lr: float = field(default=3e-3, metadata={"help": "stage-1 learning rate (chosen on the dev split)"})
     eps_gd: float = field(default=0.5, metadata={"help": "weight of guided distortion (authors: 0.5)"})
@@ -68,7 +70,6 @@ class SkuParams:
     rank: int = field(default=32, metadata={"help": "stage-1 LoRA rank (authors: 32)"})
     alpha: float = field(default=16.0, metadata={"help": "stage-1 LoRA alpha (authors: 16)"})
     lam: float = field(default=1.0, metadata={"help": "negation strength λ: θ − λ·τ"})
-    batch_size: int = field(default=32, metadata={"help": "forget and retain sequences per step"})
 
 
 class SKU(Unlearner):
@@ -101,7 +102,7 @@ class SKU(Unlearner):
                 return total
 
             params = [q for q in adapted.parameters() if q.requires_grad]
-            losses = optimise(adamw(params, p.lr), loss, p.steps, decay=True)
+            losses = optimise(adamw(params, p.lr), loss, p.steps, p.accumulate, decay=True)
             with torch.no_grad():
                 vector = {name: layer.get_delta_weight("default").detach().clone()
                           for name, layer in lora_layers(adapted).items()}

@@ -20,7 +20,10 @@ from r2f_plugin.errors import UserError
 from r2f_plugin.training import answer_nll, batches, encode, token_nll
 
 LOSSES = ("ascent", "unlikelihood")
-BATCH = 32
+# sequences per forward/backward pass when a gradient is computed (the R2F paper's
+# RWKU batch size); every method back-propagates in passes of this size, so their
+# peak memory compares methods, not batch sizes
+BATCH = 8
 
 
 def sequence_losses(model: torch.nn.Module, tokenizer: Any, probes: Sequence[Probe],

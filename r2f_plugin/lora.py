@@ -157,46 +157,47 @@ def grouped_lora_gradients(peft_model: Any, tokenizer: Any, groups: Sequence[Seq
                            loss: str) -> list[dict[str, LoraGrad]]:
     """The LoRA gradients of each group's mean unlearning loss, from batched passes.
 
-    Each sequence's own gradient is assembled from what the adapters see (captured
-    by hooks): for ``u = A x`` and ``v = B u``, ``∇A = Σ_t (∂L/∂u_t) x_tᵀ`` and
-    ``∇B = Σ_t (∂L/∂v_t) u_tᵀ`` (the per-example trick of DP-SGD). So all groups
-    cost one forward and backward over their sequences, in batches, instead of one
-    backward per group; the result equals :func:`lora_gradients` on each group.
+    Sequences are independent, so each group's gradient can be assembled from what
+    the adapters see during one batched backward (captured by hooks, as per-example
+    gradients are in DP-SGD): for ``u = A x`` and ``v = B u``, summing over the
+    group's tokens, ``∇A = Σ_t (∂L/∂u_t) x_tᵀ`` and ``∇B = Σ_t (∂L/∂v_t) u_tᵀ``. All
+    groups then cost one pass over their sequences instead of one backward per
+    group; the result equals :func:`lora_gradients` on each group (tested).
     """
     layers = lora_layers(peft_model)
     factors = {name: tuple(f.detach().clone() for f in _factors(layer)) for name, layer in layers.items()}
     probes = [p for g in groups for p in g]
-    owner = torch.tensor([i for i, g in enumerate(groups) for _ in g])
-    weight = torch.tensor([1.0 / len(g) for g in groups for _ in g])
+    owner = [i for i, g in enumerate(groups) for _ in g]
     sums = {name: (A.new_zeros(len(groups), *A.shape), B.new_zeros(len(groups), *B.shape))
             for name, (A, B) in factors.items()}
-    seen: dict[tuple[str, str], list[torch.Tensor]] = {}
+    spans: list[tuple[int, int, int]] = []  # (group, first, end) rows of the chunk being back-propagated
 
-    def capture(key: tuple[str, str]):
+    def capture(name: str, factor: int):
+        """Forward hook on a LoRA factor: when its output's gradient arrives, add each
+        group's share of that factor's gradient to the group's sum (nothing is kept)."""
         def hook(module, args, out):
-            seen[key] = [args[0].detach()]
-            out.register_hook(lambda g: seen[key].append(g.detach()))
+            inputs = args[0].detach()
+
+            def accumulate(grad: torch.Tensor) -> None:
+                total = sums[name][factor]
+                for group, first, end in spans:
+                    g = grad[first:end].reshape(-1, grad.shape[-1])
+                    x = inputs[first:end].reshape(-1, inputs.shape[-1])
+                    total[group] += (g.T @ x).to(total.dtype) / len(groups[group])
+            out.register_hook(accumulate)
         return hook
 
     handles = []
     for name, layer in layers.items():
-        handles.append(layer.lora_A["default"].register_forward_hook(capture((name, "A"))))
-        handles.append(layer.lora_B["default"].register_forward_hook(capture((name, "B"))))
-    start = 0
+        handles.append(layer.lora_A["default"].register_forward_hook(capture(name, 0)))
+        handles.append(layer.lora_B["default"].register_forward_hook(capture(name, 1)))
     try:
+        start = 0
         for chunk in batches(probes, BATCH):
+            spans[:] = runs(owner[start:start + len(chunk)])
             losses = sequence_losses(peft_model, tokenizer, chunk, loss)
             check_loss(losses)
             losses.sum().backward()  # sequences are independent: each gets its own loss's gradient
-            rows = slice(start, start + len(chunk))
-            for name, (sum_a, sum_b) in sums.items():
-                x, grad_u = seen[(name, "A")]
-                u, grad_v = seen[(name, "B")]
-                w = weight[rows].to(sum_a.device).view(-1, 1, 1)
-                groups_of = owner[rows].to(sum_a.device)
-                sum_a.index_add_(0, groups_of, torch.einsum("btr,bti->bri", grad_u, x).to(sum_a.dtype) * w)
-                sum_b.index_add_(0, groups_of, torch.einsum("bto,btr->bor", grad_v, u).to(sum_b.dtype) * w)
-            seen.clear()
             start += len(chunk)
     finally:
         for h in handles:
@@ -209,6 +210,17 @@ def grouped_lora_gradients(peft_model: Any, tokenizer: Any, groups: Sequence[Seq
                             transposed=bool(getattr(layer, "fan_in_fan_out", False)))
              for name, layer in layers.items()}
             for i in range(len(groups))]
+
+
+def runs(labels: Sequence[int]) -> list[tuple[int, int, int]]:
+    """``(label, first, end)`` for each run of equal consecutive labels."""
+    out: list[tuple[int, int, int]] = []
+    for i, label in enumerate(labels):
+        if out and out[-1][0] == label:
+            out[-1] = (label, out[-1][1], i + 1)
+        else:
+            out.append((label, i, i + 1))
+    return out
 
 
 def _factors(layer: Any) -> tuple[torch.nn.Parameter, torch.nn.Parameter]:

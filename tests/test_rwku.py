@@ -64,3 +64,21 @@ def test_errors_name_the_problem(tmp_path):
     f.unlink()
     with pytest.raises(UserError, match="missing data file .*forget_level2.json"):
         RWKU().load(broken, None, 1, 0)
+
+
+@pytest.mark.skipif(not (SHARED_DATA / "rwku").is_dir(), reason="../shared/data/rwku not present")
+def test_benchmark_paraphraser_uses_rwkus_own_alternatives():
+    """A fact's views come first from RWKU's other probes of it, each in its own format."""
+    from r2f_plugin.views import build_views, make_paraphraser
+
+    b = RWKU().load(SHARED_DATA / "rwku", ["Genghis Khan"], None, n_dev=0)
+    fact = next(p for p in b.targets[0].request if "begin his rule" in p.question)
+    alternatives = b.alternatives[fact.question]
+    assert alternatives and all(a.answer.lower() == fact.answer.lower() for a in alternatives)
+    views = build_views([fact], 3, make_paraphraser("benchmark", alternatives=b.alternatives))
+    phrasings = [v[0] for v in views[1:]]
+    assert any(v.question in {a.question for a in alternatives} for v in phrasings)
+    for v in phrasings:  # an alternative cloze keeps its cloze prompt
+        own = next((a for a in alternatives if a.question == v.question), None)
+        if own is not None:
+            assert v.prompt == own.prompt and v.answer == fact.answer
