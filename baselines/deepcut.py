@@ -22,8 +22,8 @@ entities' knowledge. All parameters are trained with AdamW for a few steps.
 
 Defaults:
 
-* ``steps = 5``, ``lr = 1e-3``: "a few optimiser steps"; 1e-3 for the tiny
-  embedded models, the same for every target.
+* ``steps = 5``: "a few optimiser steps"; ``lr = 5e-4``: chosen by ``r2f-bench tune``
+  on RWKU's dev split (docs/tuning.md), the same for every target.
 * ``beta = 1``: contrastive and retain losses weighted equally.
 * ``tau = 0.1``: a standard InfoNCE temperature (SupCon, Khosla et al. 2020).
 * ``batch_size = 8``, ``accumulate = 4``: forget anchors and retain samples per
@@ -48,7 +48,7 @@ from r2f_plugin.unlearner import Edit, Unlearner
 @dataclass
 class DeepCutParams(BatchParams):
     steps: int = field(default=5, metadata={"help": "AdamW steps"})
-    lr: float = field(default=1e-3, metadata={"help": "learning rate (1e-3 for tiny models)"})
+    lr: float = field(default=5e-4, metadata={"help": "learning rate (tuned on the dev split)"})
     beta: float = field(default=1.0, metadata={"help": "weight of the contrastive forgetting loss"})
     tau: float = field(default=0.1, metadata={"help": "InfoNCE temperature"})
 
@@ -71,8 +71,9 @@ def contrastive_forget_loss(z_forget: torch.Tensor, z_retain: torch.Tensor, tau:
 
 class DeepCUT(Unlearner):
     name = "deepcut"
+    description = "DeepCUT (He et al. 2025): retain cross-entropy plus a contrastive loss pushing the entity apart."
     Params = DeepCutParams
-    search_space = {"lr": (3e-4, 1e-3, 3e-3)}
+    search_space = {"lr": (1e-4, 3e-4, 5e-4, 1e-3, 2e-3, 3e-3)}
 
     def unlearn(self, model, request, ctx):
         p = self.params

@@ -129,6 +129,7 @@ class Corruption:
 
 class ECO(Unlearner):
     name = "eco"
+    description = "ECO (Liu et al. 2024): flagged prompts get corrupted embeddings at inference; no weight changes."
     Params = EcoParams
     edits_weights = False
 

@@ -4,6 +4,9 @@ Back-propagates the unlearning loss through the whole model on a *single* view (
 request's facts as asked) and takes one step with the exact gradient of every
 linear layer (the same matrices R2F updates, with the same relative step), holding
 one full gradient buffer per matrix: the memory cost R2F avoids.
+
+Defaults: ``loss = unlikelihood`` (shared by the one-step methods) and ``step = 0.015``,
+chosen by ``r2f-bench tune`` on RWKU's dev split (docs/tuning.md).
 """
 
 from __future__ import annotations
@@ -11,11 +14,14 @@ from __future__ import annotations
 from r2f_plugin import hookimpl
 from r2f_plugin.gradients import exact_gradients
 from r2f_plugin.lora import target_modules
-from r2f_plugin.one_step import OneStepUnlearner
+from r2f_plugin.one_step import OneStepUnlearner, StepParams
+from r2f_plugin.unlearner import tuned
 
 
 class FullGrad(OneStepUnlearner):
     name = "fullgrad"
+    description = "FullGrad (R2F paper, App. B): one step along the exact full gradient of one view."
+    Params = tuned(StepParams, step=0.015)
 
     def gradient(self, model, request, ctx):
         grads = exact_gradients(model, ctx.tokenizer, request.facts, self.params.loss, target_modules(model))

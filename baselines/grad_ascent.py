@@ -17,8 +17,8 @@ tiny models and are the same for every target):
 
 * ``steps = 5``: a few optimiser steps, enough for the forget answers' likelihood
   to drop on the tiny models (the paper stops once it has dropped, after a few epochs).
-* ``lr = 1e-3``: Jang et al. use 5e-5 on GPT-Neo 125M-2.7B; the tiny embedded models
-  were taught with 3e-3, so 1e-3 is the comparably "small" rate. Lower it for real LLMs.
+* ``lr = 7e-4``: chosen by ``r2f-bench tune`` on RWKU's dev split (docs/tuning.md);
+  Jang et al. use 5e-5 on GPT-Neo 125M-2.7B. Re-tune for real LLMs.
 * ``batch_size = 8``, ``accumulate = 4``: 32 facts per step (Jang et al. unlearn 32
   sequences at once), in micro-batches of 8 (:class:`r2f_plugin.training.BatchParams`).
 * AdamW with no weight decay (the paper's Adam), dropout off (model in eval mode).
@@ -37,13 +37,14 @@ from r2f_plugin.unlearner import Edit, Unlearner
 @dataclass
 class GradAscentParams(BatchParams):
     steps: int = field(default=5, metadata={"help": "AdamW steps on the forget facts (fixed for every target)"})
-    lr: float = field(default=1e-3, metadata={"help": "learning rate (Jang et al.: 5e-5 on GPT-Neo; 1e-3 for tiny models)"})
+    lr: float = field(default=7e-4, metadata={"help": "learning rate (tuned on the dev split; Jang et al.: 5e-5 on GPT-Neo)"})
 
 
 class GradAscent(Unlearner):
     name = "grad_ascent"
+    description = "Gradient ascent (Jang et al. 2022): a few AdamW steps up the forget answers' loss."
     Params = GradAscentParams
-    search_space = {"lr": (3e-4, 1e-3, 3e-3, 1e-2)}
+    search_space = {"lr": (3e-4, 5e-4, 7e-4, 1e-3, 2e-3)}
 
     def unlearn(self, model, request, ctx):
         p = self.params

@@ -20,8 +20,10 @@ Defaults:
 
 * ``rank = 8``: the R2F paper's LoRA rank, identical to R2F's default so the probes
   are the same.
-* ``step = 0.02``, ``loss = ascent``: :class:`r2f_plugin.one_step.StepParams`, shared
-  with R2F and FullGrad (negated answer log-likelihood, Jang et al. 2022).
+* ``loss = unlikelihood``: :class:`r2f_plugin.one_step.StepParams`, shared with R2F
+  and FullGrad; ``step = 0.03`` for both, chosen by ``r2f-bench tune`` on RWKU's dev
+  split (docs/tuning.md): the low-rank direction needs a longer step than the
+  full-gradient ones to forget at all.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from dataclasses import dataclass, field
 from r2f_plugin import hookimpl
 from r2f_plugin.lora import average, lora_gradients, lora_probe, lora_step_direction
 from r2f_plugin.one_step import OneStepUnlearner, StepParams
+from r2f_plugin.unlearner import tuned
 
 
 @dataclass
@@ -42,7 +45,8 @@ class LoraSingle(OneStepUnlearner):
     """One step along the LoRA-induced weight change from the request's own phrasing."""
 
     name = "lora_single"
-    Params = LoraParams
+    description = "Single-view LoRA (R2F paper, App. B): one step in LoRA parameters from the request as asked."
+    Params = tuned(LoraParams, step=0.03)
     multi_view = False
 
     def gradient(self, model, request, ctx):
@@ -61,6 +65,7 @@ class LoraMulti(LoraSingle):
     """The same with the LoRA gradients averaged over all of the request's views."""
 
     name = "lora_multi"
+    description = "Multi-view LoRA (R2F paper, App. B): the same with LoRA gradients averaged over the views."
     multi_view = True
 
 

@@ -85,12 +85,13 @@ def _fmt(x) -> str:
     return "n/a" if x is None else f"{x:.3f}" if isinstance(x, float) else str(x)
 
 
-def describe(cls: type) -> str:
-    """First line of the class's ``description``, else of its module's docstring."""
+def describe(cls: type, width: int = 100) -> str:
+    """The plugin's one-line ``description``, else the first paragraph of its docstring."""
     import inspect
 
     text = getattr(cls, "description", "") or inspect.getdoc(sys.modules[cls.__module__]) or cls.__name__
-    return text.strip().splitlines()[0]
+    line = " ".join(text.strip().split("\n\n")[0].split())
+    return line if len(line) <= width else line[:width].rsplit(" ", 1)[0] + " …"
 
 
 def cmd_list(kind: str) -> Callable[[argparse.Namespace], None]:

@@ -20,7 +20,7 @@ from r2f_plugin.unlearner import Context, Edit, Unlearner
 
 @dataclass
 class StepParams:
-    step: float = field(default=0.02, metadata={"help": "relative step: ‖ΔW‖ = step · ‖W‖ over the updated matrices"})
+    step: float = field(default=0.01, metadata={"help": "relative step: ‖ΔW‖ = step · ‖W‖ over the updated matrices"})
     loss: str = field(default="unlikelihood", metadata={"help": "unlearning loss: ascent (log-likelihood of the answer) or unlikelihood (−log(1−p))"})
 
 

@@ -5,16 +5,18 @@ Per deletion request:
 1. attach LoRA probes (rank ``rank``, all linear layers, two-sided init, see
    :mod:`r2f_plugin.lora`) to the frozen target;
 2. compute LoRA gradients of the unlearning loss on the request's views (the facts
-   as asked plus paraphrases): per fact, averaged over that fact's views
+   as asked plus paraphrases): per view sequence (``aggregate=after``, the default:
+   it reconstructs the multi-view gradient better, cos 0.96 against 0.92 on
+   held-out RWKU facts), or per fact, averaged over that fact's views
    (``aggregate=before``, the paper's order: Algorithm 1 averages the views of one
-   datapoint, then decodes), or per view sequence (``aggregate=after``);
+   datapoint, then decodes);
 3. decode each unit's full gradient with the proxy-fitted decoder
    (:mod:`r2f_plugin.decoder`), average the decoded units, and apply the step layer
    by layer, so no full-model-size gradient is ever held.
 
-The decoding unit is one fact because that is what the decoder is fitted on and
-what a rank-``r`` sketch can reconstruct: one fact's views span a few dozen tokens,
-while a whole request (dozens of facts) spans hundreds.
+The decoding unit is one phrasing (or one fact) because that is what the decoder is
+fitted on and what a rank-``r`` sketch can reconstruct: one fact's views span a few
+dozen tokens, while a whole request (dozens of facts) spans hundreds.
 
 The decoder is fitted once, on the proxy, from (LoRA gradient, full gradient)
 pairs on the dev split's facts (never the evaluation targets), and cached with
@@ -39,7 +41,7 @@ from r2f_plugin.errors import UserError
 from r2f_plugin.gradients import CosineMeter
 from r2f_plugin.lora import LoraGrad, grouped_lora_gradients, lora_gradients, lora_layers, lora_probe, role_of
 from r2f_plugin.one_step import OneStepUnlearner, StepParams, all_views
-from r2f_plugin.unlearner import Context
+from r2f_plugin.unlearner import Context, tuned
 
 AGGREGATES = ("before", "after")
 
@@ -48,7 +50,7 @@ AGGREGATES = ("before", "after")
 class R2FParams(StepParams):
     rank: int = field(default=8, metadata={"help": "LoRA rank of the gradient probes (paper default 8)"})
     decoder: str = field(default="two_sided", metadata={"help": "decoder form: two_sided or projection"})
-    aggregate: str = field(default="before", metadata={"help": "average each fact's LoRA gradients over its views before decoding (paper) or decode every view (after)"})
+    aggregate: str = field(default="after", metadata={"help": "decode every view, then average (after; reconstructs better), or average each fact's views, then decode (before; the paper's order)"})
     decoder_path: str = field(default="", metadata={"help": "load this fitted decoder (.safetensors) instead of fitting one"})
     fit_examples: int = field(default=1000, metadata={"help": "max proxy examples for fitting (paper: 1k)"})
 
@@ -73,7 +75,8 @@ def decoded(decoder: GradientDecoder, grads: list[dict[str, LoraGrad]]) -> Calla
 
 class R2F(OneStepUnlearner):
     name = "r2f"
-    Params = R2FParams
+    description = "R2F (Liu et al., Recover-to-Forget): one step along a full gradient decoded from multi-view LoRA gradients."
+    Params = tuned(R2FParams, step=0.01)  # r2f-bench tune on RWKU's dev split (docs/tuning.md)
 
     def setup(self, model: torch.nn.Module, ctx: Context) -> None:
         p = self.params
@@ -98,7 +101,7 @@ class R2F(OneStepUnlearner):
                               {"proxy": ctx.proxy_id, "data": ctx.benchmark.revision}, ctx.progress)
         decoder.save(path)
         ctx.progress(f"r2f: decoder fitted on {ctx.proxy_id} and saved to {path}")
-        return decoder
+        return GradientDecoder.load(path)  # the stored (float32) scalars, as every later run sees them
 
     def gradient(self, model, request: ForgetRequest, ctx: Context):
         p = self.params

@@ -152,6 +152,10 @@ class Run:
     def versions(self) -> dict[str, str]:
         return dict(self._versions)
 
+    def resolved_params(self) -> dict[str, Any]:
+        """The method's hyper-parameters with defaults filled in (part of the store key)."""
+        return asdict(self.params)
+
     def retain_for(self, target: Target) -> list[Probe]:
         """A request's retain facts: the dev split's, never the target's own (dev-split runs)."""
         return [p for p in self.bench.retain_pool() if p.target != target.id]

@@ -7,9 +7,10 @@ Layout under an output directory::
 
 A job's key is the SHA-256 of the canonical JSON of everything that determines its
 result: the full run configuration (less ``output`` and ``save_model``, which only
-say where things are written), the target id, the data revision and the plugin and
-library versions. A changed hyper-parameter, seed, model, data file or plugin release
-therefore gives a new key and a fresh run; an unchanged one is found done and skipped.
+say where things are written), the method's resolved hyper-parameters (defaults
+included), the target id, the data revision and the plugin and library versions. A
+changed hyper-parameter or default, seed, model, data file or plugin release therefore
+gives a new key and a fresh run; an unchanged one is found done and skipped.
 
 Concurrency: every file is written beside its final name and renamed into place,
 so readers never see half a record, and processes writing distinct keys never
@@ -41,10 +42,13 @@ def canonical_json(obj: Any) -> str:
 
 
 def job_key(config: Mapping[str, Any], target: str, data_revision: str,
-            versions: Mapping[str, str]) -> str:
-    """The store key of one target of one run configuration (``RunConfig.to_dict()``)."""
+            versions: Mapping[str, str], params: Mapping[str, Any] | None = None) -> str:
+    """The store key of one target of one run configuration (``RunConfig.to_dict()``),
+    given the method's resolved hyper-parameters ``params`` (defaults included: a
+    changed default never matches an old result)."""
     identity = {
         "config": {k: v for k, v in config.items() if k not in WHERE_FIELDS},
+        "params": dict(params or {}),
         "target": str(target),
         "data_revision": data_revision,
         "versions": dict(versions),
@@ -54,7 +58,8 @@ def job_key(config: Mapping[str, Any], target: str, data_revision: str,
 
 def record_key(record: Mapping[str, Any]) -> str:
     """The key of a result record, recomputed from the fields it carries."""
-    return job_key(record["config"], record["target"], record["data_revision"], record["versions"])
+    return job_key(record["config"], record["target"], record["data_revision"], record["versions"],
+                   record.get("params"))
 
 
 class Store:

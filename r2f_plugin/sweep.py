@@ -163,7 +163,9 @@ def shard(jobs: Sequence[Job], index: int, count: int) -> list[Job]:
 
 # -- execution ----------------------------------------------------------------
 def load_runner(spec: str = DEFAULT_RUNNER) -> Any:
-    """Import the module implementing the runner API (``RunConfig`` and ``Run``)."""
+    """Import the module implementing the runner API: ``RunConfig(**fields)`` with
+    ``to_dict()``, and ``Run(config, progress)`` with ``targets``, ``data_revision()``,
+    ``versions()``, ``resolved_params()`` and ``run_target(target)``."""
     try:
         module = importlib.import_module(spec)
     except ModuleNotFoundError as exc:
@@ -221,9 +223,9 @@ def _run_job(job: Job, runner: Any, store: Store, report: SweepReport, say: Prog
     config = runner.RunConfig(**job.fields)
     run = runner.Run(config, progress=say)
     identity = config.to_dict()
-    revision, versions = run.data_revision(), run.versions()
+    revision, versions, params = run.data_revision(), run.versions(), run.resolved_params()
     for target in run.targets:
-        key = job_key(identity, target.id, revision, versions)
+        key = job_key(identity, target.id, revision, versions, params)
         report.keys.append(key)
         if store.done(key):
             report.skipped += 1
@@ -234,6 +236,7 @@ def _run_job(job: Job, runner: Any, store: Store, report: SweepReport, say: Prog
         record.setdefault("config", identity)
         record.setdefault("data_revision", revision)
         record.setdefault("versions", versions)
+        record.setdefault("params", params)
         store.put(key, record)
         report.ran += 1
         say(f"  {target.id}: stored {key[:12]}")

@@ -75,30 +75,24 @@ def tune_command(args: argparse.Namespace) -> None:
     from r2f_plugin.plugins import registry
     from r2f_plugin.sweep import Job, execute, parse_seeds, split_list
 
-    plans = []  # (method, base params, grid points, jobs): all checked before anything runs
+    plans = []  # (method, grid points, jobs per point): all checked before anything runs
     for method in split_list(args.method):
         cls = registry().method(method)
         space = parse_grid(args.grid) if args.grid else dict(cls.search_space)
         points = grid_points(space) if space else [{}]
         base = run_config(args, method, args.task)
         jobs = []
-        for seed in parse_seeds(args.seeds):
-            for point in points:
-                fields = {**base.to_dict(), "seed": seed, "split": "dev", "params": {**base.params, **point}}
-                cls.parse_params(fields["params"])  # a bad name or value fails here
-                jobs.append(Job(fields))
-        plans.append((method, base.params, points, jobs))
+        for point in points:
+            fields = {**base.to_dict(), "split": "dev", "params": {**base.params, **point}}
+            cls.parse_params(fields["params"])  # a bad name or value fails here
+            jobs.append([Job({**fields, "seed": seed}) for seed in parse_seeds(args.seeds)])
+        plans.append((method, points, jobs))
     results = []
-    for method, base_params, points, jobs in plans:
-        report = execute(jobs, args.output, process=(0, 1))
-        store = Store(args.output)
-        by_point: dict[str, list[dict]] = {}
-        for key in report.keys:
-            record = store.get(key)
-            if record is not None:
-                by_point.setdefault(json.dumps(record["config"]["params"], sort_keys=True), []).append(record)
-        rows = [(point, summarize(by_point.get(json.dumps({**base_params, **point}, sort_keys=True), [])))
-                for point in points]
+    for method, points, jobs in plans:
+        store, rows = Store(args.output), []
+        for point, point_jobs in zip(points, jobs):
+            keys = execute(point_jobs, args.output, process=(0, 1)).keys
+            rows.append((point, summarize([r for r in map(store.get, keys) if r is not None])))
         best, why = choose(rows, args.min_gur)
         print(render(method, args.task, rows, best, why), flush=True)
         results.append({"method": method, "task": args.task, "rule": why, "chosen": rows[best][0],

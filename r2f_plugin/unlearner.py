@@ -66,6 +66,7 @@ class Unlearner(ABC):
     """
 
     name: ClassVar[str] = ""
+    description: ClassVar[str] = ""  # one line for `r2f-bench methods` (default: the module docstring's first paragraph)
     Params: ClassVar[type] = NoParams
     edits_weights: ClassVar[bool] = True
     # values of Params fields that ``r2f-bench tune`` searches on the dev split
@@ -106,6 +107,18 @@ class Unlearner(ABC):
     def describe_params(cls) -> list[dict[str, Any]]:
         return [{"name": f.name, "default": f.default, "help": f.metadata.get("help", "")}
                 for f in dataclasses.fields(cls.Params)]
+
+
+def tuned(params: type, **defaults: Any) -> type:
+    """The dataclass ``params`` with other default values (same fields, help and order):
+    how a method records what ``r2f-bench tune`` chose for it (docs/tuning.md)."""
+    known = {f.name: f for f in dataclasses.fields(params)}
+    unknown = sorted(set(defaults) - set(known))
+    if unknown:
+        raise TypeError(f"{params.__name__} has no field {unknown[0]!r}")
+    changed = [(name, known[name].type, field(default=value, metadata=known[name].metadata))
+               for name, value in defaults.items()]
+    return dataclasses.make_dataclass(params.__name__, changed, bases=(params,))
 
 
 def _coerce(raw: str, f: dataclasses.Field, method: str) -> Any:

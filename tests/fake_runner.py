@@ -54,6 +54,9 @@ class Run:
     def versions(self) -> dict[str, str]:
         return {"r2f-bench": "0.1.0", "fake-runner": "1"}
 
+    def resolved_params(self) -> dict:
+        return {"default": os.environ.get("R2F_FAKE_DEFAULT", "1"), **self.config.params}
+
     def run_target(self, target) -> dict:
         c = self.config
         call = {"label": f"{c.method}/{c.task}/{c.seed}/{json.dumps(c.params, sort_keys=True)}/{c.views}",

@@ -86,7 +86,9 @@ def test_changed_config_or_data_forces_a_rerun(tmp_path, monkeypatch):
     assert report.ran == 3
     monkeypatch.setenv("R2F_FAKE_REVISION", "rev2")
     assert execute(plan(["r2f"], ["rwku"], [0]), str(tmp_path), **quiet).ran == 3
-    assert len(Store(tmp_path)) == 12
+    monkeypatch.setenv("R2F_FAKE_DEFAULT", "2")  # a method's default changed, same command line
+    assert execute(plan(["r2f"], ["rwku"], [0]), str(tmp_path), **quiet).ran == 3
+    assert len(Store(tmp_path)) == 15
 
 
 class Killed(BaseException):
