@@ -147,25 +147,40 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
+def quiet_libraries() -> None:
+    """Our own progress lines replace library progress bars; FutureWarnings are theirs.
+    Called first by every entry point (tqdm reads TQDM_DISABLE when imported)."""
     warnings.filterwarnings("ignore", category=FutureWarning)
-    os.environ.setdefault("TQDM_DISABLE", "1")  # our own progress lines replace library bars
+    os.environ.setdefault("TQDM_DISABLE", "1")
+
+
+def guarded(command: Callable[[], None], interrupted: str) -> int:
+    """Run an entry point's command: a UserError prints one line and exits 2, Ctrl-C exits 130."""
+    try:
+        command()
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(interrupted, file=sys.stderr)
+        return 130
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    quiet_libraries()
     parser = build_parser()
     args = parser.parse_args(argv)
-    try:
+
+    def command() -> None:
         if getattr(args, "func", None):
             args.func(args)
         elif args.method and args.task:
             cmd_run(args)
         else:
             parser.error("give --method and --task, or a subcommand (methods, tasks, decoder, ...)")
-    except UserError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("interrupted; finished results are in the output directory", file=sys.stderr)
-        return 130
-    return 0
+
+    return guarded(command, "interrupted; finished results are in the output directory")
 
 
 if __name__ == "__main__":

@@ -43,15 +43,19 @@ RHO_GRID = (1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.2, 0.3, 0.5, 1.0)
 
 
 def reconstruct(g: LoraGrad, kind: str, rho: float) -> torch.Tensor:
-    """Unscaled reconstruction of one layer's full gradient (d_out × d_in)."""
-    gA, gB, A, B = (t.double() for t in (g.gA, g.gB, g.A, g.B))
+    """Unscaled reconstruction of one layer's full gradient (d_out × d_in).
+
+    Only the r × r (or r × d_in) solve runs in float64; the one full-size matrix is
+    formed in the gradients' own dtype, so decoding a layer costs one such matrix.
+    """
     if kind == "projection":
-        return (gB @ torch.linalg.solve(A @ A.T, A) / g.scale).float()
-    core = B.T @ gB  # r × r, = s · Bᵀ G Aᵀ
+        A = g.A.double()
+        return (g.gB @ torch.linalg.solve(A @ A.T, A).to(g.gB.dtype)).div_(g.scale)
+    core = g.B.double().T @ g.gB.double()  # r × r, = s · Bᵀ G Aᵀ
     lam = rho * torch.linalg.matrix_norm(core, ord=2)
-    eye = torch.eye(core.shape[0], dtype=core.dtype)
+    eye = torch.eye(core.shape[0], dtype=core.dtype, device=core.device)
     inv = torch.linalg.solve(core.T @ core + lam ** 2 * eye, core.T)
-    return (gB @ inv @ gA / g.scale).float()
+    return ((g.gB @ inv.to(g.gB.dtype)) @ g.gA).div_(g.scale)
 
 
 @dataclass
@@ -72,7 +76,7 @@ class GradientDecoder:
         if role not in self.roles:
             raise UserError(f"decoder fitted on {self.meta.get('proxy', 'its proxy')} has no parameters for layer role {role!r} ({layer}); refit with `r2f-bench decoder fit` on matching target modules.")
         p = self.roles[role]
-        return p["alpha"] * reconstruct(g, self.kind, p["rho"])
+        return reconstruct(g, self.kind, p["rho"]).mul_(p["alpha"])
 
     def check_fits(self, rank: int, layers: Sequence[str]) -> None:
         """One-line error if this decoder cannot serve LoRA of ``rank`` on ``layers``."""

@@ -112,6 +112,11 @@ def check_finite(tensors: Iterable[torch.Tensor]) -> None:
             raise UserError("gradients contain NaN or inf; check the model's weights and dtype (use float32 for small models).")
 
 
+def norm(t: torch.Tensor) -> float:
+    """Euclidean norm of a whole tensor, without a temporary copy of it."""
+    return float(torch.linalg.vector_norm(t.detach()))
+
+
 @torch.no_grad()
 def apply_step(weights: dict[str, torch.Tensor], gradient: Callable[[str], torch.Tensor], step: float) -> float:
     """Apply ``ΔW = −step · ‖W‖ · G / ‖G‖`` matrix by matrix.
@@ -124,9 +129,9 @@ def apply_step(weights: dict[str, torch.Tensor], gradient: Callable[[str], torch
     for name in weights:
         g = gradient(name)
         check_finite([g])
-        g_sq += float(g.double().pow(2).sum())
+        g_sq += norm(g) ** 2
         del g
-    w_norm = sum(float(w.double().pow(2).sum()) for w in weights.values()) ** 0.5
+    w_norm = sum(norm(w) ** 2 for w in weights.values()) ** 0.5
     g_norm = g_sq ** 0.5
     if g_norm == 0.0:
         raise UserError("the unlearning gradient is zero; the model may not know the target (check the untouched model's accuracy).")

@@ -176,10 +176,10 @@ def grouped_lora_gradients(peft_model: Any, tokenizer: Any, groups: Sequence[Seq
         """Forward hook on a LoRA factor: when its output's gradient arrives, add each
         group's share of that factor's gradient to the group's sum (nothing is kept)."""
         def hook(module, args, out):
-            inputs = args[0].detach()
+            held = [args[0].detach()]  # released once used: the graph may outlive the pass
 
             def accumulate(grad: torch.Tensor) -> None:
-                total = sums[name][factor]
+                inputs, total = held.pop(), sums[name][factor]
                 for group, first, end in spans:
                     g = grad[first:end].reshape(-1, grad.shape[-1])
                     x = inputs[first:end].reshape(-1, inputs.shape[-1])
@@ -198,6 +198,7 @@ def grouped_lora_gradients(peft_model: Any, tokenizer: Any, groups: Sequence[Seq
             losses = sequence_losses(peft_model, tokenizer, chunk, loss)
             check_loss(losses)
             losses.sum().backward()  # sequences are independent: each gets its own loss's gradient
+            del losses
             start += len(chunk)
     finally:
         for h in handles:

@@ -66,7 +66,7 @@ def series(records: Sequence[Record], axis: str) -> dict[tuple[str, str], dict[s
 
     def line(r: Record) -> str:
         rs = rest(r)
-        parts = [str(rs["method"])] + [setting_label(rs, [f]) for f in fields[1:] if f in rs]
+        parts = [str(rs["method"])] + [setting_label(rs, [f]) for f in fields[1:]]
         return ", ".join(p for p in parts if p)
 
     def key(r: Record) -> Hashable:

@@ -5,11 +5,12 @@ Per deletion request:
 1. attach LoRA probes (rank ``rank``, all linear layers, two-sided init, see
    :mod:`r2f_plugin.lora`) to the frozen target;
 2. compute LoRA gradients of the unlearning loss on the request's views (the facts
-   as asked plus paraphrases): per view sequence (``aggregate=after``, the default:
-   it reconstructs the multi-view gradient better, cos 0.96 against 0.92 on
-   held-out RWKU facts), or per fact, averaged over that fact's views
-   (``aggregate=before``, the paper's order: Algorithm 1 averages the views of one
-   datapoint, then decodes);
+   as asked plus paraphrases): per fact, averaged over that fact's views
+   (``aggregate=before``, the default and the paper's order: Algorithm 1 averages
+   the views of one datapoint, then decodes), or per view sequence
+   (``aggregate=after``: closer to the exact multi-view gradient, cos 0.96 against
+   0.92 on held-out RWKU facts, but one stored LoRA gradient per phrasing, 5x the
+   memory, for the same unlearning on the dev split; docs/r2f.md);
 3. decode each unit's full gradient with the proxy-fitted decoder
    (:mod:`r2f_plugin.decoder`), average the decoded units, and apply the step layer
    by layer, so no full-model-size gradient is ever held.
@@ -50,7 +51,7 @@ AGGREGATES = ("before", "after")
 class R2FParams(StepParams):
     rank: int = field(default=8, metadata={"help": "LoRA rank of the gradient probes (paper default 8)"})
     decoder: str = field(default="two_sided", metadata={"help": "decoder form: two_sided or projection"})
-    aggregate: str = field(default="after", metadata={"help": "decode every view, then average (after; reconstructs better), or average each fact's views, then decode (before; the paper's order)"})
+    aggregate: str = field(default="before", metadata={"help": "average each fact's views, then decode (before; the paper's order) or decode every view, then average (after: closer to the exact gradient, 5x the memory)"})
     decoder_path: str = field(default="", metadata={"help": "load this fitted decoder (.safetensors) instead of fitting one"})
     fit_examples: int = field(default=1000, metadata={"help": "max proxy examples for fitting (paper: 1k)"})
 
@@ -68,8 +69,10 @@ def units(views: Sequence[Sequence[Probe]], aggregate: str) -> list[list[Probe]]
 def decoded(decoder: GradientDecoder, grads: list[dict[str, LoraGrad]]) -> Callable[[str], torch.Tensor]:
     """``gradient(layer)``: the mean decoded gradient of the units, in the weight's layout."""
     def gradient(name: str) -> torch.Tensor:
-        total = sum(decoder.decode(name, g[name]) for g in grads) / len(grads)
-        return grads[0][name].as_weight(total)
+        total = decoder.decode(name, grads[0][name])
+        for g in grads[1:]:
+            total += decoder.decode(name, g[name])  # in place: two full-size matrices at most
+        return grads[0][name].as_weight(total.div_(len(grads)))
     return gradient
 
 

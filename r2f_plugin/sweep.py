@@ -17,10 +17,8 @@ from __future__ import annotations
 import argparse
 import importlib
 import itertools
-import os
 import sys
 import traceback
-import warnings
 from functools import partial
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
@@ -318,20 +316,14 @@ def add_sweep_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def main(argv: Iterable[str] | None = None) -> int:
     """Entry point of ``python -m r2f_plugin.sweep`` (and ``accelerate launch -m r2f_plugin.sweep``)."""
+    from r2f_plugin.cli import guarded, quiet_libraries
+
+    quiet_libraries()
     parser = argparse.ArgumentParser(prog="python -m r2f_plugin.sweep", description=__doc__.split("\n\n")[0])
     _add_arguments(parser)
     args = parser.parse_args(None if argv is None else list(argv))
-    os.environ.setdefault("TQDM_DISABLE", "1")  # as the r2f-bench CLI: progress lines, not library bars
-    warnings.filterwarnings("ignore", category=FutureWarning)
-    try:
-        sweep_command(args)
-    except UserError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("interrupted; finished jobs are in the store, re-run the same command to resume", file=sys.stderr)
-        return 130
-    return 0
+    return guarded(lambda: sweep_command(args),
+                   "interrupted; finished jobs are in the store, re-run the same command to resume")
 
 
 if __name__ == "__main__":

@@ -87,26 +87,41 @@ def aggregate(records: Iterable[Record], metric: str,
 def setting(record: Record) -> dict[str, Any]:
     """What distinguishes runs of one method besides task, seed and target.
 
-    Models are identified by the spec the run was given (``config.model`` /
-    ``config.proxy``), not by the descriptive labels in ``record["models"]``, which
-    may differ between tasks for the same model (e.g. "taught N facts").
+    Hyper-parameters are the resolved ones a record carries (``params``: defaults
+    included, so runs that differ only in a default never share a row), else the
+    configured overrides. Models are identified by the spec the run was given
+    (``config.model`` / ``config.proxy``), not by the descriptive labels in
+    ``record["models"]``, which may differ between tasks for the same model (e.g.
+    "taught N facts").
     """
     config, models = record.get("config", {}), record.get("models", {})
-    return {"params": dict(config.get("params") or {}), "views": config.get("views"),
+    params = record.get("params") or config.get("params") or {}
+    return {"params": dict(params), "views": config.get("views"),
             "target": config.get("model", models.get("target")), "proxy": config.get("proxy", models.get("proxy"))}
 
 
 def varying(records: Sequence[Record], fields: Sequence[str] = ("params", "views", "target", "proxy")) -> list[str]:
-    """The setting fields that take more than one value among ``records``."""
-    return [f for f in fields if len({canonical_json(setting(r)[f]) for r in records}) > 1]
+    """The setting fields that take more than one value among ``records``; for
+    ``params``, each varying hyper-parameter as ``params.<name>``."""
+    differs = lambda values: len({canonical_json(v) for v in values}) > 1
+    out: list[str] = []
+    for f in fields:
+        if f == "params":
+            names = sorted({k for r in records for k in setting(r)["params"]})
+            out += [f"params.{k}" for k in names if differs(setting(r)["params"].get(k) for r in records)]
+        elif differs(setting(r)[f] for r in records):
+            out.append(f)
+    return out
 
 
 def setting_label(s: Mapping[str, Any], fields: Sequence[str]) -> str:
     parts: list[str] = []
     for f in fields:
-        if f == "params":
-            parts += [f"{k}={v}" for k, v in sorted(s["params"].items())]
-        else:
+        group, _, name = f.partition(".")
+        if name:
+            if name in s.get(group, {}):
+                parts.append(f"{name}={s[group][name]}")
+        elif f in s:
             parts.append(f"{f}={s[f]}")
     return ", ".join(parts)
 

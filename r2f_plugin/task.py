@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 from abc import ABC, abstractmethod
 from pathlib import Path
@@ -42,9 +43,10 @@ class Task(ABC):
         """
 
     @classmethod
-    @abstractmethod
     def yaml_dir(cls) -> Path:
-        """Directory holding this task's lm-eval YAMLs (for ``--include_path``)."""
+        """Directory holding this task's lm-eval YAMLs (for ``--include_path``):
+        by default the folder of the task's module."""
+        return Path(inspect.getfile(cls)).parent
 
     def official_scores(self, set_scores: dict[str, float]) -> dict[str, float]:
         """The benchmark's own headline numbers from per-set mean scores.

@@ -122,3 +122,14 @@ def test_table_command_writes_every_format(tmp_path, capsys):
     args = parser.parse_args(["table", "--output", str(tmp_path / "empty")])
     with pytest.raises(UserError, match="no results"):
         args.func(args)
+
+
+def test_runs_differing_only_in_a_default_get_separate_rows():
+    """Two runs with the same command line but a changed default (resolved params) are not averaged."""
+    old = [{**record("r2f", "rwku", s, "t1", 10.0, 90.0, 50.0, 0.9, 1.0), "params": {"step": 0.01, "aggregate": "after"}}
+           for s in (0, 1)]
+    new = [{**record("r2f", "rwku", s, "t1", 20.0, 80.0, 40.0, 0.8, 1.0), "params": {"step": 0.01, "aggregate": "before"}}
+           for s in (0, 1)]
+    t1 = {t.name: t for t in build_tables(old + new)}["table1"]
+    assert [label for label, _ in t1.rows] == ["r2f [aggregate=after]", "r2f [aggregate=before]"]
+    assert row(t1, "r2f [aggregate=before]")["rwku.usr"].mean == 20.0

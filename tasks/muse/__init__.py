@@ -100,10 +100,6 @@ class MUSE(Task):
     utility_set = "knowmem_retain"
     max_answer_tokens = official.VERBMEM_TOKENS
 
-    @classmethod
-    def yaml_dir(cls) -> Path:
-        return HERE
-
     def load(self, data_dir: Path | None, targets: list[str] | None, limit: int | None,
              n_dev: int) -> Benchmark:
         root, source = resolve_root(data_dir, SAMPLE_DIR)

@@ -50,10 +50,6 @@ class RWKU(Task):
     neighbor_sets = ("neighbor_fb", "neighbor_qa")
     max_answer_tokens = 16
 
-    @classmethod
-    def yaml_dir(cls) -> Path:
-        return HERE
-
     def load(self, data_dir: Path | None, targets: list[str] | None, limit: int | None,
              n_dev: int) -> Benchmark:
         root = Path(data_dir) if data_dir is not None else SAMPLE_DIR

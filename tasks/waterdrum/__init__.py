@@ -90,10 +90,6 @@ class WaterDrum(Task):
     neighbor_sets = ("retain",)
     max_answer_tokens = MAX_NEW_TOKENS
 
-    @classmethod
-    def yaml_dir(cls) -> Path:
-        return HERE
-
     def load(self, data_dir: Path | None, targets: list[str] | None, limit: int | None,
              n_dev: int) -> Benchmark:
         hub = _hub_address(data_dir)

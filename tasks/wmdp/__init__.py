@@ -101,10 +101,6 @@ class WMDP(Task):
     neighbor_sets = ("neighbor_mmlu",)
     max_answer_tokens = 48
 
-    @classmethod
-    def yaml_dir(cls) -> Path:
-        return HERE
-
     def load(self, data_dir: Path | None, targets: list[str] | None, limit: int | None,
              n_dev: int) -> Benchmark:
         root, source = resolve_root(data_dir, SAMPLE_DIR)
