@@ -131,9 +131,9 @@ def decoder_cosines(decoder: GradientDecoder, model: torch.nn.Module, tokenizer:
     with lora_probe(model, rank, seed=seed) as pm:
         grads = grouped_lora_gradients(pm, tokenizer, units(views, aggregate), loss)
         _, full = lora_gradients(pm, tokenizer, [p for v in views for p in v], loss, with_full=True)
+    estimate = decoded(decoder, grads)
     for name, truth in full.items():
-        est = sum(decoder.decode(name, g[name]) for g in grads) / len(grads)
-        meter.add(role_of(name), est, truth)
+        meter.add(role_of(name), estimate(name), grads[0][name].as_weight(truth))
     return meter
 
 
