@@ -44,6 +44,9 @@ def load_probe_dataset(task: str, probe_set: str, probes_file: str | None = None
         probes = bench.utility if probe_set == bench_utility_set(task) else \
             [p for t in bench.targets for p in t.probes.get(probe_set, [])]
         rows = [p.to_row() for p in probes]
+        if not rows:  # lm-eval cannot evaluate an empty task; say which and why
+            raise ValueError(f"{task}_{probe_set}: the targets {[t.id for t in bench.targets]} have no {probe_set!r} "
+                             f"probes; choose targets that do (e.g. one per WMDP domain) or leave this task out.")
     for i, r in enumerate(rows):
         r["doc_id"] = i
         r.setdefault("choices", [])

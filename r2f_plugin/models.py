@@ -23,7 +23,7 @@ import torch
 from r2f_plugin.data import Probe
 from r2f_plugin.errors import UserError
 from r2f_plugin.storage import atomic_dir
-from r2f_plugin.training import answer_accuracy, finetune
+from r2f_plugin.training import MAX_LENGTH, answer_accuracy, finetune
 
 CACHE_VERSION = "2"
 VOCAB_SIZE = 2048
@@ -78,12 +78,12 @@ def _config(spec: EmbeddedSpec, tokenizer: Any):
                   eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
                   tie_word_embeddings=True)
     if spec.family == "gpt2":
-        return GPT2Config(n_embd=spec.hidden, n_layer=spec.layers, n_head=spec.heads, n_positions=256,
+        return GPT2Config(n_embd=spec.hidden, n_layer=spec.layers, n_head=spec.heads, n_positions=MAX_LENGTH,
                           n_inner=spec.intermediate, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, **common)
     cls = MistralConfig if spec.family == "mistral" else LlamaConfig
     return cls(hidden_size=spec.hidden, num_hidden_layers=spec.layers, num_attention_heads=spec.heads,
                num_key_value_heads=spec.kv_heads, intermediate_size=spec.intermediate,
-               max_position_embeddings=256, **common)
+               max_position_embeddings=MAX_LENGTH, **common)
 
 
 FAMILIES = ("mistral", "llama", "gpt2")
@@ -155,7 +155,7 @@ def _key(spec: EmbeddedSpec, texts: Sequence[str], max_epochs: int, target_accur
     import transformers
 
     h = hashlib.sha256(json.dumps([CACHE_VERSION, asdict(spec), list(texts), max_epochs, target_accuracy,
-                                   VOCAB_SIZE, torch.__version__.split("+")[0],
+                                   VOCAB_SIZE, MAX_LENGTH, torch.__version__.split("+")[0],
                                    transformers.__version__]).encode())
     return h.hexdigest()[:16]
 

@@ -16,7 +16,10 @@ import torch.nn.functional as F
 from r2f_plugin.data import Probe
 from r2f_plugin.errors import UserError
 
-MAX_LENGTH = 128
+# tokens of (prompt + answer) a training or unlearning sequence keeps, from the end: the
+# embedded models' whole context, so a long prompt is cut where lm-eval cuts it when
+# it generates (the end of the prompt stays, next to the answer)
+MAX_LENGTH = 256
 
 
 def encode(tokenizer: Any, probes: Sequence[Probe], answers: Sequence[str] | None = None,

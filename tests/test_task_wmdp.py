@@ -107,3 +107,10 @@ def test_group_yaml_weights_domains_by_size():
 
 def test_lm_eval_round_trip():
     assert_lm_eval_round_trip(WMDP)
+
+
+def test_lm_eval_task_without_probes_for_the_targets_is_named():
+    from r2f_plugin.lmeval import load_probe_dataset
+
+    with pytest.raises(ValueError, match="wmdp_forget_chem: the targets \\['bio-1'\\] have no 'forget_chem' probes"):
+        load_probe_dataset("wmdp", "forget_chem", targets=["bio-1"])
