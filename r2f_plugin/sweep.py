@@ -38,7 +38,7 @@ TRANSFER_PROXIES = tuple(f"embedded:{f}-h{h}-l2" for f in FAMILIES for h in (64,
 ABLATIONS = ("rank", "views", "transfer")
 
 Progress = Callable[[str], None]
-_print: Progress = partial(print, flush=True)
+_progress: Progress = partial(print, file=sys.stderr, flush=True)  # stdout stays for results
 
 
 @dataclass(frozen=True)
@@ -177,7 +177,7 @@ def load_runner(spec: str = DEFAULT_RUNNER) -> Any:
 
 def execute(jobs: Sequence[Job], output: str, *, runner: Any = None,
             process: tuple[int, int] | None = None, keep_going: bool = False,
-            progress: Progress = _print) -> SweepReport:
+            progress: Progress = _progress) -> SweepReport:
     """Run this process's share of ``jobs``, skipping finished targets and storing each new one at once.
 
     ``runner`` provides ``RunConfig(**fields)`` and ``Run(config, progress=...)``
@@ -257,7 +257,7 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data-dir", default=None, help="benchmark data in its official layout (default: bundled sample)")
     p.add_argument("--targets", default=None, help="comma-separated target ids or names")
     p.add_argument("--limit", type=int, default=None, help="evaluate only the first N targets")
-    p.add_argument("--paraphraser", default=None, help="templates, self, or hf:<model> (default: the runner's)")
+    p.add_argument("--paraphraser", default=None, help="benchmark, templates, self, or hf:<seq2seq model> (default: the runner's)")
     p.add_argument("--dev-targets", type=int, default=None, help="held-out targets for fitting (default: the runner's)")
     p.add_argument("--trust-remote-code", action="store_true", help="allow custom model code from the hub")
     p.add_argument("--output", default=DEFAULT_OUTPUT, help=f"results store directory (default {DEFAULT_OUTPUT})")
@@ -273,7 +273,7 @@ def sweep_command(args: argparse.Namespace) -> None:
     from r2f_plugin.unlearner import parse_assignments
 
     if args.methods is None:
-        methods = [ABLATION_METHOD] if args.ablation in ("rank", "views", "transfer") else ["all"]
+        methods = [ABLATION_METHOD] if args.ablation else ["all"]
     else:
         methods = split_list(args.methods)
     check = args.runner == DEFAULT_RUNNER
@@ -299,7 +299,7 @@ def sweep_command(args: argparse.Namespace) -> None:
         report = execute(jobs, args.output, runner=runner, process=process, keep_going=args.keep_going)
     finally:
         release_process_group()
-    _print(f"{_tag(process)}sweep: {report.assigned} of {report.planned} jobs here; {report.ran} targets run, "
+    print(f"{_tag(process)}sweep: {report.assigned} of {report.planned} jobs here; {report.ran} targets run, "
            f"{report.skipped} already done; results in {Store(args.output).jobs}")
     if report.failed:
         raise UserError(f"{len(report.failed)} job(s) failed ({'; '.join(report.failed)}); fix and re-run the same command to resume.")
