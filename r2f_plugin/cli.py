@@ -23,7 +23,7 @@ def add_run_options(p: argparse.ArgumentParser, split: bool = True) -> None:
     """Options that pick models, data and targets (shared by run, decoder and tune)."""
     p.add_argument("--model", default="embedded", help="target: hub name, local path, or embedded[:family-hH-lL] (default: the embedded demo model)")
     p.add_argument("--proxy", default="embedded-proxy", help="proxy for R2F's decoder: hub name, local path, or embedded:family-hH-lL")
-    p.add_argument("--data-dir", help="benchmark data in its official layout (default: the bundled sample)")
+    p.add_argument("--data-dir", help="benchmark data in its official layout: a local folder, or hf:<owner>/<dataset> to download it (default: the bundled sample)")
     p.add_argument("--targets", help="comma-separated target ids or names")
     p.add_argument("--limit", type=int, help="number of evaluation targets (default 3)")
     p.add_argument("--dev-targets", type=int, default=2, help="targets held out for fitting and tuning (never evaluated)")
@@ -155,7 +155,8 @@ def quiet_libraries() -> None:
 
 
 def guarded(command: Callable[[], None], interrupted: str) -> int:
-    """Run an entry point's command: a UserError prints one line and exits 2, Ctrl-C exits 130."""
+    """Run an entry point's command: a UserError prints one line and exits 2, Ctrl-C exits 130,
+    a closed pipe on stdout exits 141 (as a shell reports SIGPIPE) without a traceback."""
     try:
         command()
     except UserError as exc:
@@ -164,6 +165,9 @@ def guarded(command: Callable[[], None], interrupted: str) -> int:
     except KeyboardInterrupt:
         print(interrupted, file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader went away (`r2f-bench methods | head`): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     return 0
 
 

@@ -37,10 +37,11 @@ def load_probe_dataset(task: str, probe_set: str, probes_file: str | None = None
         rows = [r for r in rows if r["set"] == probe_set]
     else:
         from r2f_plugin.plugins import registry
+        from r2f_plugin.task import data_path
 
         if isinstance(targets, str):
             targets = [t for t in targets.split(",") if t]
-        bench = registry().task(task)().load(Path(data_dir) if data_dir else None, targets, limit, n_dev=0)
+        bench = registry().task(task)().load(data_path(data_dir), targets, limit, n_dev=0)
         probes = bench.utility if probe_set == bench_utility_set(task) else \
             [p for t in bench.targets for p in t.probes.get(probe_set, [])]
         rows = [p.to_row() for p in probes]

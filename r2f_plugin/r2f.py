@@ -93,7 +93,7 @@ class R2F(OneStepUnlearner):
         if ctx.proxy is None or not facts:
             raise UserError("R2F needs a proxy model and dev-split facts to fit its decoder; pass --proxy, or --set decoder_path=FILE.")
         views = ctx.make_views(facts)
-        key = hashlib.sha256(json.dumps([ctx.proxy_id, p.rank, p.decoder, p.aggregate, p.loss, ctx.seed,
+        key = hashlib.sha256(json.dumps([ctx.proxy_key or ctx.proxy_id, p.rank, p.decoder, p.aggregate, p.loss, ctx.seed,
                                          [[v.prompt for v in view] for view in views]]).encode()).hexdigest()[:16]
         path = ctx.cache_dir / "decoders" / f"{p.decoder}-r{p.rank}-{p.aggregate}-{key}.safetensors"
         if path.is_file():

@@ -29,9 +29,11 @@ from r2f_plugin.errors import UserError
 from r2f_plugin.lmeval import evaluate_probes
 from r2f_plugin.measure import measure
 from r2f_plugin.metrics import identity_alignment, mean, recovery, retention, usr
-from r2f_plugin.models import DEFAULT_PROXY, DEFAULT_TARGET, EmbeddedSpec, cache_root, embedded_model, hf_model
+from r2f_plugin.models import (DEFAULT_PROXY, DEFAULT_TARGET, EmbeddedSpec, cache_root, embedded_key,
+                               embedded_model, hf_model)
 from r2f_plugin.plugins import registry
 from r2f_plugin.storage import append_line, atomic_dir, atomic_write_text, check_writable
+from r2f_plugin.task import data_path
 from r2f_plugin.training import finetune
 from r2f_plugin.unlearner import Context, Edit
 from r2f_plugin.views import build_views, make_paraphraser
@@ -89,8 +91,7 @@ class Run:
         self._versions = {"r2f-bench": __version__, "torch": torch.__version__,
                           f"method:{config.method}": reg.version_of("method", config.method),
                           f"task:{config.task}": reg.version_of("task", config.task)}
-        data_dir = Path(config.data_dir) if config.data_dir else None
-        self.bench = self.task.load(data_dir, config.targets, config.limit, config.dev_targets)
+        self.bench = self.task.load(data_path(config.data_dir), config.targets, config.limit, config.dev_targets)
         self.targets: list[Target] = self.bench.targets if config.split == "eval" else self.bench.dev_targets
         if not self.targets:
             raise UserError("the dev split is empty; pass --dev-targets N (N ≥ 1) to evaluate on it.")
@@ -111,7 +112,8 @@ class Run:
         self.paraphraser = make_paraphraser(config.paraphraser, self.model, self.tokenizer, self.bench.alternatives)
         self.ctx = Context(tokenizer=self.tokenizer, benchmark=self.bench, seed=config.seed,
                            cache_dir=cache_root(), make_views=self._views, proxy=self.proxy_model,
-                           model_id=self.model_label, proxy_id=self._proxy_label(), progress=progress)
+                           model_id=self.model_label, proxy_id=self._proxy_label(),
+                           proxy_key=self._proxy_key(), progress=progress)
         self.method = self.method_cls(self.params)
         with measure() as setup_cost:
             self.method.setup(self.model, self.ctx)
@@ -119,22 +121,37 @@ class Run:
         self._prepared = True
 
     # -- models ---------------------------------------------------------------
+    @staticmethod
+    def _embedded(spec: str, default: EmbeddedSpec) -> EmbeddedSpec | None:
+        """The embedded architecture ``spec`` names (``None``: a hub name or path)."""
+        if not spec.startswith("embedded"):
+            return None
+        return default if spec in ("embedded", "embedded-proxy") else EmbeddedSpec.parse(spec)
+
     def _build(self, spec: str, default: EmbeddedSpec) -> tuple[torch.nn.Module, Any, str, dict]:
         """(model, tokenizer, label, build info) for an embedded spec, hub name or path."""
-        if spec.startswith("embedded"):
-            es = default if spec in ("embedded", "embedded-proxy") else EmbeddedSpec.parse(spec)
+        es = self._embedded(spec, default)
+        if es is not None:
             facts = self.bench.teaching_set()
             model, tok, info = embedded_model(es, facts, self.bench.general_prompts, progress=self.progress,
                                               device=self.device)
-            return model, tok, f"{info['label']} (embedded demo model, taught {info['facts']} facts)", info
+            label = (f"{info['label']} (embedded demo model, taught {info['facts']} facts to answer-token "
+                     f"accuracy {info['taught_token_accuracy']:.3f})")
+            return model, tok, label, info
         model, tok = hf_model(spec, trust_remote_code=self.config.trust_remote_code)
         return model.to(self.device), tok, spec, {}
 
     def _proxy_label(self) -> str:
-        spec = self.config.proxy
-        if spec == "embedded-proxy":
-            return DEFAULT_PROXY.label
-        return EmbeddedSpec.parse(spec).label if spec.startswith("embedded") else spec
+        es = self._embedded(self.config.proxy, DEFAULT_PROXY)
+        return es.label if es is not None else self.config.proxy
+
+    def _proxy_key(self) -> str:
+        """What determines the proxy's weights, known before it is built: for an embedded
+        model its build key (architecture, seed, taught facts), else its name or path."""
+        es = self._embedded(self.config.proxy, DEFAULT_PROXY)
+        if es is None:
+            return self.config.proxy
+        return f"{es.label}@{embedded_key(es, self.bench.teaching_set(), self.bench.general_prompts)}"
 
     def proxy_model(self) -> tuple[torch.nn.Module, Any]:
         if self._proxy is None:

@@ -13,6 +13,30 @@ from r2f_plugin.data import Benchmark
 from r2f_plugin.errors import UserError
 
 
+HUB_PREFIX = "hf:"
+
+
+def data_path(data_dir: str | None) -> Path | None:
+    """A ``--data-dir`` value as a local folder in the benchmark's official layout.
+
+    ``None`` stays ``None`` (the bundled sample: a run never switches its data on
+    whether the network happens to be reachable); ``hf:<owner>/<dataset>`` is
+    downloaded once into the Hugging Face cache (``snapshot_download``) and read from
+    there; anything else is a local path.
+    """
+    if not data_dir:
+        return None
+    if not data_dir.startswith(HUB_PREFIX):
+        return Path(data_dir)
+    from huggingface_hub import snapshot_download
+
+    repo = data_dir[len(HUB_PREFIX):]
+    try:
+        return Path(snapshot_download(repo_id=repo, repo_type="dataset"))
+    except Exception as exc:  # offline, unknown repository, gated access: all end the same way
+        raise UserError(f"cannot fetch dataset {repo!r} from the Hugging Face hub ({type(exc).__name__}); "
+                        f"download it where the hub is reachable and pass its local folder as --data-dir.") from None
+
 class Task(ABC):
     """A benchmark: loads its official layout and names its probe sets.
 

@@ -52,7 +52,8 @@ class Context:
     make_views: Callable[[list[Probe]], list[list[Probe]]]  # the run's paraphrase views of facts
     proxy: Callable[[], tuple[torch.nn.Module, Any]] | None = None  # lazily built (model, tokenizer)
     model_id: str = ""  # identifies the target model (for caches keyed by model)
-    proxy_id: str = ""
+    proxy_id: str = ""  # names the proxy model (shown in results)
+    proxy_key: str = ""  # what determines the proxy's weights; key anything derived from them by it
     progress: Callable[[str], None] = print
 
 

@@ -58,6 +58,18 @@ def test_missing_data_dir(capsys, tmp_path):
          capsys, "does not exist")
 
 
+
+def test_unreachable_hub_dataset(capsys, tmp_path, monkeypatch):
+    """``--data-dir hf:...`` without the hub: one line that names the dataset and the fix."""
+    import huggingface_hub
+
+    def offline(**kwargs):
+        raise huggingface_hub.errors.LocalEntryNotFoundError("no connection")
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", offline)
+    _bad(["--method", "r2f", "--task", "rwku", "--data-dir", "hf:jinzhuoran/RWKU", "--output", str(tmp_path)],
+         capsys, "cannot fetch dataset 'jinzhuoran/RWKU'")
+
 def test_malformed_data_file(capsys, tmp_path):
     from tasks.rwku import SAMPLE_DIR
 
@@ -82,3 +94,20 @@ def test_unwritable_output(capsys, tmp_path):
 def test_bad_param(capsys, tmp_path):
     _bad(["--method", "r2f", "--task", "rwku", "--set", "rank", "--output", str(tmp_path)], capsys,
          "--set expects name=value")
+
+
+def test_closed_pipe_exits_quietly():
+    """`r2f-bench methods | head -1`: the reader is gone; no traceback reaches the user."""
+    import os
+    import subprocess
+    import sys
+
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # every write to the pipe now fails with EPIPE
+    try:
+        proc = subprocess.run([sys.executable, "-m", "r2f_plugin.cli", "methods"], stdout=write_end,
+                              stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(write_end)
+    assert proc.returncode == 141, proc.stderr
+    assert "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr, proc.stderr

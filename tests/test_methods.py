@@ -58,6 +58,18 @@ def test_r2f_records_decoder_and_cosine(tiny, context):
     assert diag["grad_cosine"] > 0.5 and "mlp_in" in diag["grad_cosine_by_role"]
 
 
+
+def test_r2f_decoder_cache_follows_the_proxy_weights(tiny, context):
+    """Two proxies under one name (say, rebuilt with another seed) never share a fitted decoder."""
+    import dataclasses
+
+    from r2f_plugin.plugins import registry
+
+    cls = registry().method("r2f")
+    for key in ("proxy-weights-a", "proxy-weights-a", "proxy-weights-b"):
+        cls(cls.parse_params()).setup(tiny["model"], dataclasses.replace(context, proxy_key=key))
+    assert len(list((context.cache_dir / "decoders").glob("*.safetensors"))) == 2
+
 def test_r2f_holds_no_full_gradient(tiny, context):
     """No parameter of the target ever gets a .grad during an R2F deletion."""
     from r2f_plugin.r2f import R2F

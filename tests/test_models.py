@@ -1,0 +1,63 @@
+"""Embedded model specs: parsing, and families that are really different models."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from r2f_plugin.errors import UserError
+from r2f_plugin.models import DEFAULT_PROXY, EmbeddedSpec, build_model, build_tokenizer
+
+
+def test_parse_matches_the_defaults():
+    assert EmbeddedSpec.parse("embedded:mistral-h64-l2") == DEFAULT_PROXY
+    assert EmbeddedSpec.parse("embedded:gpt2-h96-l3").label == "embedded:gpt2-h96-l3"
+
+
+def test_families_are_distinct_networks():
+    """Same width and depth, other family: not the same weights (a transfer study needs that)."""
+    tok = build_tokenizer(["Ada Lovelace was born in London.", "The capital of France is Paris."] * 4)
+    mistral = build_model(EmbeddedSpec.parse("embedded:mistral-h32-l1"), tok)
+    llama = build_model(EmbeddedSpec.parse("embedded:llama-h32-l1"), tok)
+    shared = [n for n, _ in mistral.named_parameters() if n in dict(llama.named_parameters())]
+    assert shared, "Mistral and Llama name their parameters alike"
+    theirs = dict(llama.named_parameters())
+    assert any(not torch.equal(p, theirs[n]) for n, p in mistral.named_parameters() if n in theirs)
+
+
+@pytest.mark.parametrize("spec", ["embedded:bert-h64-l2", "embedded:mistral-hxx-l2"])
+def test_bad_spec_is_one_line(spec):
+    with pytest.raises(UserError, match="embedded"):
+        EmbeddedSpec.parse(spec)
+
+
+def _facts():
+    from tasks.rwku import RWKU
+
+    bench = RWKU().load(None, None, 1, n_dev=0)
+    return bench.targets[0].request[:6], bench.general_prompts[:4]
+
+
+def test_teaching_starts_over_at_a_lower_rate(monkeypatch):
+    """A rate at which the model cannot learn its facts is followed by the next one."""
+    from r2f_plugin import models
+
+    monkeypatch.setattr(models, "TEACHING_RATES", (30.0, 3e-3))  # the first diverges
+    facts, extra = _facts()
+    said = []
+    _, _, info = models.embedded_model(EmbeddedSpec.parse("embedded:mistral-h64-l2"), facts, extra,
+                                       progress=said.append, max_epochs=150)
+    assert info["lr"] == 3e-3 and info["taught_token_accuracy"] >= 0.97
+    assert any("at lr 30" in line for line in said)
+
+
+def test_a_model_that_never_learns_is_flagged(monkeypatch):
+    from r2f_plugin import models
+
+    monkeypatch.setattr(models, "TEACHING_RATES", (30.0,))
+    facts, extra = _facts()
+    said = []
+    _, _, info = models.embedded_model(EmbeddedSpec.parse("embedded:mistral-h32-l1"), facts, extra,
+                                       progress=said.append, max_epochs=10)
+    assert info["taught_token_accuracy"] < 0.97
+    assert any(line.startswith("warning: embedded model") for line in said)
