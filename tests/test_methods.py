@@ -67,7 +67,7 @@ def test_r2f_decoder_cache_follows_the_proxy_weights(tiny, context):
 
     cls = registry().method("r2f")
     for key in ("proxy-weights-a", "proxy-weights-a", "proxy-weights-b"):
-        cls(cls.parse_params()).setup(tiny["model"], dataclasses.replace(context, proxy_key=key))
+        cls(cls.parse_params({"fit_examples": "4"})).setup(tiny["model"], dataclasses.replace(context, proxy_key=key))
     assert len(list((context.cache_dir / "decoders").glob("*.safetensors"))) == 2
 
 def test_r2f_holds_no_full_gradient(tiny, context):
