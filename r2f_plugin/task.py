@@ -12,7 +12,6 @@ from typing import Any, ClassVar
 from r2f_plugin.data import Benchmark
 from r2f_plugin.errors import UserError
 
-
 HUB_PREFIX = "hf:"
 
 
@@ -36,6 +35,7 @@ def data_path(data_dir: str | None) -> Path | None:
     except Exception as exc:  # offline, unknown repository, gated access: all end the same way
         raise UserError(f"cannot fetch dataset {repo!r} from the Hugging Face hub ({type(exc).__name__}); "
                         f"download it where the hub is reachable and pass its local folder as --data-dir.") from None
+
 
 class Task(ABC):
     """A benchmark: loads its official layout and names its probe sets.
