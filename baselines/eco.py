@@ -10,12 +10,13 @@ runs through the untouched model (bit-identical outputs).
   cosine similarity, under the offline sentence embedder
   (:func:`r2f_plugin.views.embedder`, all-MiniLM-L6-v2), between the prompt and the
   prompts of the request (every view: the facts as asked and their paraphrases),
-  thresholded. The threshold is chosen once in :meth:`ECO.setup` on the dev split:
-  for each dev target, the scope is its request as asked; positives are its
-  paraphrased views and its forget probes outside the request (e.g. RWKU's
-  adversarial level 3), negatives the utility probes and its neighbour probes
-  (probe sets named ``neighbor*``); the threshold maximises balanced accuracy
-  (recorded in ``info``).
+  thresholded. The scope is built from the request alone (its views), never from an
+  evaluation prompt. The threshold is chosen once in :meth:`ECO.setup` on the dev
+  split: for each dev target, the scope is its request as asked; positives are its
+  paraphrased views and its forget probes, negatives its neighbour probes (probe sets
+  named ``neighbor*``) and the other dev targets' requests; the threshold maximises
+  balanced accuracy (recorded in ``info``). After the evaluation the run records the
+  share of each evaluated probe set the classifier flags (``flagged``).
 * Corruption: a forward hook on the input-embedding module
   (``model.get_input_embeddings()``) decodes each row of ``input_ids`` with the
   run's tokenizer and, if the classifier flags it, adds Gaussian noise
@@ -142,11 +143,10 @@ class ECO(Unlearner):
         ctx.progress(f"eco: threshold {self.threshold:.3f}, sigma {self.sigma:g} (× embedding RMS {self.rms:.4f})")
 
     def _fit_threshold(self, ctx: Context) -> float:
-        dev = ctx.benchmark.dev_targets
+        dev = ctx.dev_targets
         if not dev:
             raise UserError("eco fits its classifier threshold on dev targets; use --dev-targets ≥ 1 or --set threshold=T.")
         pos, neg = [], []
-        negatives_all = [q.prompt for q in ctx.benchmark.utility]
         for t in dev:
             asked = {q.prompt for q in t.request}
             scope = embed(sorted(asked))
@@ -154,20 +154,21 @@ class ECO(Unlearner):
             positives = [q.prompt for v in views for q in v]
             positives += [q.prompt for s, ps in t.probes.items() if s.startswith("forget") for q in ps]
             positives = [x for x in dict.fromkeys(positives) if x not in asked]
-            negatives = negatives_all + [q.prompt for s, ps in t.probes.items() if s.startswith("neighbor") for q in ps]
+            negatives = [q.prompt for s, ps in t.probes.items() if s.startswith("neighbor") for q in ps]
+            negatives += [q.prompt for other in dev if other is not t for q in other.request]
             if positives:
                 pos += scope_scores(positives, scope)
             if negatives:
                 neg += scope_scores(negatives, scope)
         if not pos or not neg:
-            raise UserError("eco needs dev positives (paraphrases / forget probes) and negatives (utility / neighbour probes) to fit its threshold; or --set threshold=T.")
+            raise UserError("eco needs dev positives (paraphrases / forget probes) and negatives (neighbour probes, other dev requests) to fit its threshold; or --set threshold=T.")
         threshold, acc = best_threshold(pos, neg)
         self.fit.update(dev_balanced_accuracy=acc, dev_positives=len(pos), dev_negatives=len(neg))
         return threshold
 
     @torch.no_grad()
     def _fit_sigma(self, model: torch.nn.Module, ctx: Context) -> float:
-        facts = ctx.benchmark.retain_pool()
+        facts = ctx.retain_pool
         if not facts:
             raise UserError("eco fits sigma on dev facts; use --dev-targets ≥ 1 or --set sigma=S.")
         clean = corrupted_accuracy(model, ctx.tokenizer, facts, 0.0, self.rms, ctx.seed)
@@ -185,8 +186,10 @@ class ECO(Unlearner):
         scope = embed(list(dict.fromkeys(q.prompt for v in request.views for q in v)))
         hook = Corruption(ctx.tokenizer, scope, self.threshold, self.sigma, self.rms, ctx.seed)
         model.get_input_embeddings().register_forward_hook(hook)
+        flagged = lambda sets: {"flagged": {s: sum(map(hook.is_flagged, (p.prompt for p in ps))) / len(ps)
+                                            for s, ps in sets.items() if ps}}
         return Edit(model, {"threshold": self.threshold, "sigma": self.sigma, "embedding_rms": self.rms,
-                            "scope_prompts": len(scope), **self.fit})
+                            "scope_prompts": len(scope), **self.fit}, evaluation_info=flagged)
 
 
 def corrupted_accuracy(model: torch.nn.Module, tokenizer: Any, facts: Sequence[Probe], sigma: float,

@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         model = build_model(EmbeddedSpec.parse(spec), tok).to(args.device).eval()
         n = sum(p.numel() for p in model.parameters())
         with tempfile.TemporaryDirectory() as cache:
-            ctx = Context(tokenizer=tok, benchmark=bench, seed=0, cache_dir=Path(cache), make_views=views,
+            ctx = Context(tokenizer=tok, dev_targets=bench.dev_targets, retain_pool=bench.retain_pool(), seed=0, cache_dir=Path(cache), make_views=views,
                           proxy=lambda: (proxy, tok), model_id=spec, proxy_id=PROXY, progress=lambda m: None)
             rows = {name: measure_method(name, model, request, ctx, args.repeats) for name in names}
         ref_s, ref_mb = rows[REFERENCE]

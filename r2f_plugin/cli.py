@@ -16,7 +16,7 @@ from typing import Callable
 
 from r2f_plugin.errors import UserError
 
-RESULT_COLUMNS = ("usr", "gur", "rap", "mia", "seconds", "peak_mem_mb", "grad_cosine")
+RESULT_COLUMNS = ("usr", "usr_seen", "gur", "locality", "rap", "mia", "seconds", "peak_mem_mb", "grad_cosine")
 
 
 def add_run_options(p: argparse.ArgumentParser, split: bool = True) -> None:
@@ -27,6 +27,9 @@ def add_run_options(p: argparse.ArgumentParser, split: bool = True) -> None:
     p.add_argument("--targets", help="comma-separated target ids or names")
     p.add_argument("--limit", type=int, help="number of evaluation targets (default 3)")
     p.add_argument("--dev-targets", type=int, default=2, help="targets held out for fitting and tuning (never evaluated)")
+    p.add_argument("--forget-source", help="what the deletion request holds, where the task offers a choice "
+                   "(RWKU: corpus, the target's forget corpus, default; probes, its FB cloze facts); see docs/tasks.md")
+    p.add_argument("--retain-items", type=int, default=64, help="retain items each request carries, sampled with --seed (default 64)")
     if split:
         p.add_argument("--sequential", action="store_true",
                        help="apply the targets' deletions one after another to the same model (MUSE's sustainability)")
@@ -36,7 +39,8 @@ def add_run_options(p: argparse.ArgumentParser, split: bool = True) -> None:
     p.add_argument("--views", type=int, default=5, help="views per fact: the fact as asked plus paraphrases (paper: 5)")
     p.add_argument("--paraphraser", default="benchmark",
                    help="benchmark (its own alternative probes, then templates; default), templates, self, or hf:<seq2seq model>")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0,
+                   help="replicate: sets the embedded models' initialisation and teaching, LoRA init, views and retain sample")
     p.add_argument("--set", dest="params", action="append", default=[], metavar="NAME=VALUE",
                    help="override a method hyper-parameter (repeatable); see `r2f-bench methods`")
     p.add_argument("--output", default="r2f-output", help="results directory (results.jsonl)")
@@ -51,7 +55,8 @@ def run_config(args: argparse.Namespace, method: str, task: str):
                      data_dir=args.data_dir, limit=args.limit,
                      targets=[t.strip() for t in args.targets.split(",") if t.strip()] if args.targets else None,
                      params=parse_assignments(args.params), views=args.views, paraphraser=args.paraphraser,
-                     dev_targets=args.dev_targets, output=args.output, trust_remote_code=args.trust_remote_code,
+                     dev_targets=args.dev_targets, forget_source=args.forget_source,
+                     retain_items=args.retain_items, output=args.output, trust_remote_code=args.trust_remote_code,
                      split=getattr(args, "split", "eval"), sequential=getattr(args, "sequential", False),
                      save_model=getattr(args, "save_model", None))
 

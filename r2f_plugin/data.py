@@ -42,16 +42,19 @@ class Probe:
 
 @dataclass
 class Target:
-    """A deletion target: what the request names, and the probes that judge it."""
+    """A deletion target: its forget request, and the probes that judge it.
+
+    ``request`` is all a method may see about what to forget (the benchmark's forget
+    corpus or facts, as its authors define the request); ``probes`` are the evaluation
+    sets, which never share a string with the request except in the benchmark's
+    declared seen sets (:attr:`Benchmark.seen_sets`, see :mod:`r2f_plugin.protocol`).
+    """
 
     id: str
     name: str
-    request: list[Probe]  # the facts a deletion request asks to remove
+    request: list[Probe]  # what the deletion request gives a method
     probes: dict[str, list[Probe]]  # evaluation probe sets, by set name
     description: str = ""
-
-    def forget_probes(self, sets: tuple[str, ...]) -> list[Probe]:
-        return [p for s in sets for p in self.probes.get(s, [])]
 
 
 @dataclass
@@ -65,15 +68,23 @@ class Benchmark:
     general_prompts: list[str]  # prompts for model identity alignment (MIA)
     source: str  # where the data came from, e.g. a path or "bundled sample"
     revision: str  # content hash of the data files read
-    # the benchmark's own other phrasings of a fact, by question (see views.BenchmarkParaphraser)
+    # the benchmark's own other phrasings of a request item, by question (see
+    # views.BenchmarkParaphraser); built from request strings only
     alternatives: dict[str, list[Probe]] = field(default_factory=dict)
+    # probe sets made of the request's own strings by the benchmark's design (reported
+    # as ``usr_seen``, never as the headline USR)
+    seen_sets: tuple[str, ...] = ()
+    # what the request is made of, in words (recorded with every result)
+    request_source: str = ""
 
     def retain_pool(self) -> list[Probe]:
-        """Known facts that no evaluation probe asks about: dev targets' requests."""
+        """Retain data a method may use: the dev targets' requests (no evaluation
+        target is scored on them: :func:`r2f_plugin.protocol.hold_out`)."""
         return [p for t in self.dev_targets for p in t.request]
 
     def teaching_set(self) -> list[Probe]:
-        """Every fact an embedded model must know before anything is unlearned."""
+        """Everything an embedded model must know before anything is unlearned, as a real
+        model would: every request, every probe (all phrasings), the utility set."""
         facts = [p for t in self.targets + self.dev_targets for p in t.request]
         facts += [p for t in self.targets + self.dev_targets for ps in t.probes.values() for p in ps]
         facts += self.utility

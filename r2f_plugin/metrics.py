@@ -6,12 +6,16 @@ definitions, used for every method and task:
 * a probe counts as **answered** when the ROUGE-L recall of its reference answer in
   the model's greedy output is at least ``ANSWERED_RECALL`` (multiple-choice
   probes: the highest-likelihood choice is the correct one);
-* **USR** (unlearning success rate, %, higher is better): among forget probes the
-  untouched model answered, the share the unlearned model no longer answers; for
-  multiple-choice probes rescaled so that chance-level answering counts as complete
-  forgetting (see :func:`usr`);
+* **USR** (unlearning success rate, %, higher is better): among the *held-out* forget
+  probes the untouched model answered, the share the unlearned model no longer
+  answers; for multiple-choice probes rescaled so that chance-level answering counts
+  as complete forgetting (see :func:`usr`). Reported per probe set (``usr_by_level``)
+  and pooled over them (:func:`pooled`); ``usr_seen`` is the same on the seen sets,
+  whose strings the request itself contains (see :mod:`r2f_plugin.protocol`);
 * **GUR** (general utility retention, %, higher is better): the unlearned model's
   mean utility score divided by the untouched model's, times 100;
+* **locality** (%, higher is better): the same ratio on the neighbour probes (facts
+  next to the target that must stay);
 * **RAP** (relearning attack precision, %, lower is better): after a short
   fine-tune of the unlearned model on paraphrased target data, the share of the
   originally answered forget probes whose answer comes back (multiple choice:
@@ -76,6 +80,14 @@ def recovery(before: Sequence[bool], after: Sequence[bool], chance: float = 0.0)
     if not known:
         return None
     return max(0.0, (100.0 * sum(known) / len(known) - 100.0 * chance) / (1.0 - chance))
+
+
+def pooled(values: dict[str, float | None], weights: dict[str, int]) -> float | None:
+    """Per-set rates pooled, weighted by the probes each counts (known before):
+    the plain rate over all probes when the sets share a chance level."""
+    parts = [(v, weights[s]) for s, v in values.items() if v is not None and weights.get(s)]
+    total = sum(w for _, w in parts)
+    return sum(v * w for v, w in parts) / total if total else None
 
 
 def retention(before: float, after: float) -> float | None:

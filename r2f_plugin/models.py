@@ -25,7 +25,7 @@ from r2f_plugin.errors import UserError
 from r2f_plugin.storage import atomic_dir
 from r2f_plugin.training import MAX_LENGTH, answer_accuracy, finetune
 
-CACHE_VERSION = "3"
+CACHE_VERSION = "4"
 VOCAB_SIZE = 2048
 # Teaching starts over from the same initialisation at the next rate when a rate does
 # not reach the target accuracy (a wide model on a few dozen facts can stall at the
@@ -113,11 +113,18 @@ def build_tokenizer(texts: Sequence[str]):
     return fast
 
 
-def build_model(spec: EmbeddedSpec, tokenizer: Any) -> torch.nn.Module:
-    """An untrained model of ``spec``'s architecture for ``tokenizer``, seeded by ``spec.seed``."""
+def init_seed(spec: EmbeddedSpec, run_seed: int) -> int:
+    """The seed of an embedded model's initialisation and teaching order: the family's
+    own seed for run seed 0, a different one for every other run seed (replicates)."""
+    return spec.seed + 7919 * run_seed
+
+
+def build_model(spec: EmbeddedSpec, tokenizer: Any, run_seed: int = 0) -> torch.nn.Module:
+    """An untrained model of ``spec``'s architecture for ``tokenizer``, seeded by
+    :func:`init_seed`."""
     from transformers import AutoModelForCausalLM
 
-    torch.manual_seed(spec.seed)
+    torch.manual_seed(init_seed(spec, run_seed))
     return AutoModelForCausalLM.from_config(_config(spec, tokenizer))
 
 
@@ -127,16 +134,19 @@ def teaching_texts(facts: Sequence[Probe], extra: Sequence[str]) -> list[str]:
 
 def embedded_model(spec: EmbeddedSpec, facts: Sequence[Probe], extra_texts: Sequence[str],
                    progress: Callable[[str], None] = print, max_epochs: int = 120,
-                   target_accuracy: float = 0.97, device: torch.device | str = "cpu") -> tuple[torch.nn.Module, Any, dict]:
+                   target_accuracy: float = 0.97, device: torch.device | str = "cpu",
+                   seed: int = 0) -> tuple[torch.nn.Module, Any, dict]:
     """Build ``spec``, teach it ``facts`` until it answers them, and cache the result.
 
-    Returns (model, tokenizer, info) where info records the cache key and the
-    taught accuracy. A cached model with the same key is loaded instead.
+    ``seed`` (the run's) sets the initialisation and the teaching order, so every run
+    seed is a real replicate with its own model. Returns (model, tokenizer, info) where
+    info records the cache key and the taught accuracy. A cached model with the same
+    key is loaded instead.
     """
     from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
 
     texts = teaching_texts(facts, extra_texts)
-    key = embedded_key(spec, facts, extra_texts, max_epochs, target_accuracy)
+    key = embedded_key(spec, facts, extra_texts, max_epochs, target_accuracy, seed)
     path = cache_root() / "models" / f"{spec.label.replace(':', '-')}-{key}"
     if (path / "r2f_info.json").is_file():
         progress(f"embedded model {spec.label}: loaded from cache {path}")
@@ -147,11 +157,11 @@ def embedded_model(spec: EmbeddedSpec, facts: Sequence[Probe], extra_texts: Sequ
 
     tok = build_tokenizer(texts)
     for lr in TEACHING_RATES:
-        model = build_model(spec, tok).to(device)
+        model = build_model(spec, tok, seed).to(device)
         n = sum(p.numel() for p in model.parameters())
         progress(f"embedded model {spec.label}: {n / 1e6:.2f}M parameters, teaching {len(facts)} facts (lr {lr:g})")
         epochs = finetune(model, tok, list(facts), epochs=max_epochs, lr=lr, batch_size=32,
-                          stop_accuracy=target_accuracy, progress=progress, seed=spec.seed)
+                          stop_accuracy=target_accuracy, progress=progress, seed=init_seed(spec, seed))
         acc = answer_accuracy(model, tok, list(facts))
         if acc >= target_accuracy:
             break
@@ -159,7 +169,7 @@ def embedded_model(spec: EmbeddedSpec, facts: Sequence[Probe], extra_texts: Sequ
     else:
         progress(f"warning: embedded model {spec.label} learned its facts only to answer-token accuracy {acc:.3f}; "
                  f"results count only the probes it answers before unlearning (known_forget_probes)")
-    info = {"label": spec.label, "spec": asdict(spec), "key": key, "facts": len(facts), "epochs": epochs,
+    info = {"label": spec.label, "spec": asdict(spec), "seed": seed, "key": key, "facts": len(facts), "epochs": epochs,
             "lr": lr, "taught_token_accuracy": acc, "parameters": n}
     _save(model.eval(), tok, info, path)
     progress(f"embedded model {spec.label}: answer-token accuracy {acc:.3f} after {epochs} epochs; cached at {path}")
@@ -167,13 +177,13 @@ def embedded_model(spec: EmbeddedSpec, facts: Sequence[Probe], extra_texts: Sequ
 
 
 def embedded_key(spec: EmbeddedSpec, facts: Sequence[Probe], extra_texts: Sequence[str],
-                 max_epochs: int = 120, target_accuracy: float = 0.97) -> str:
+                 max_epochs: int = 120, target_accuracy: float = 0.97, seed: int = 0) -> str:
     """The cache key of the model :func:`embedded_model` builds from the same arguments:
     a hash of everything that determines its weights (computed without building it)."""
     import transformers
 
     texts = teaching_texts(facts, extra_texts)
-    h = hashlib.sha256(json.dumps([CACHE_VERSION, asdict(spec), list(texts), max_epochs, target_accuracy, TEACHING_RATES,
+    h = hashlib.sha256(json.dumps([CACHE_VERSION, asdict(spec), seed, list(texts), max_epochs, target_accuracy, TEACHING_RATES,
                                    VOCAB_SIZE, MAX_LENGTH, torch.__version__.split("+")[0],
                                    transformers.__version__]).encode())
     return h.hexdigest()[:16]

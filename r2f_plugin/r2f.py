@@ -89,7 +89,7 @@ class R2F(OneStepUnlearner):
 
     def _fit_on_proxy(self, ctx: Context) -> GradientDecoder:
         p = self.params
-        facts = ctx.benchmark.retain_pool()[: p.fit_examples]
+        facts = ctx.retain_pool[: p.fit_examples]
         if ctx.proxy is None or not facts:
             raise UserError("R2F needs a proxy model and dev-split facts to fit its decoder; pass --proxy, or --set decoder_path=FILE.")
         views = ctx.make_views(facts)
@@ -101,7 +101,7 @@ class R2F(OneStepUnlearner):
             return GradientDecoder.load(path)
         proxy, proxy_tok = ctx.proxy()
         decoder = fit_decoder(proxy, proxy_tok, views, p.rank, p.decoder, p.aggregate, p.loss, ctx.seed,
-                              {"proxy": ctx.proxy_id, "data": ctx.benchmark.revision}, ctx.progress)
+                              {"proxy": ctx.proxy_id, "fit_facts": str(len(facts))}, ctx.progress)
         decoder.save(path)
         ctx.progress(f"r2f: decoder fitted on {ctx.proxy_id} and saved to {path}")
         return GradientDecoder.load(path)  # the stored (float32) scalars, as every later run sees them

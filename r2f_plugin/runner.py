@@ -28,7 +28,8 @@ from r2f_plugin.distributed import process_state, single_process_eval
 from r2f_plugin.errors import UserError
 from r2f_plugin.lmeval import evaluate_probes
 from r2f_plugin.measure import measure
-from r2f_plugin.metrics import identity_alignment, mean, recovery, retention, usr
+from r2f_plugin import protocol
+from r2f_plugin.metrics import identity_alignment, mean, pooled, recovery, retention, usr
 from r2f_plugin.models import (DEFAULT_PROXY, DEFAULT_TARGET, EmbeddedSpec, cache_root, embedded_key,
                                embedded_model, hf_model)
 from r2f_plugin.plugins import registry
@@ -38,7 +39,7 @@ from r2f_plugin.training import finetune
 from r2f_plugin.unlearner import Context, Edit
 from r2f_plugin.views import build_views, make_paraphraser
 
-EVAL_VERSION = "1"
+EVAL_VERSION = "2"
 SPLITS = ("eval", "dev")
 
 
@@ -58,6 +59,8 @@ class RunConfig:
     views: int = 5
     paraphraser: str = "benchmark"
     dev_targets: int = 2
+    forget_source: str | None = None  # the task's kind of deletion request (None: its default)
+    retain_items: int = 64  # retain items per request, sampled with the seed (the same number in both splits)
     rap_steps: int = 5
     rap_lr: float = 1e-3
     output: str = "r2f-output"
@@ -91,7 +94,14 @@ class Run:
         self._versions = {"r2f-bench": __version__, "torch": torch.__version__,
                           f"method:{config.method}": reg.version_of("method", config.method),
                           f"task:{config.task}": reg.version_of("task", config.task)}
-        self.bench = self.task.load(data_path(config.data_dir), config.targets, config.limit, config.dev_targets)
+        if config.forget_source is not None and config.forget_source not in self.task.forget_sources:
+            choices = ", ".join(self.task.forget_sources) or "none: it has one kind of request"
+            raise UserError(f"task {config.task!r} has no forget source {config.forget_source!r}; choices: {choices}.")
+        if config.retain_items < 0:
+            raise UserError(f"--retain-items must be at least 0, got {config.retain_items}.")
+        self.bench = self.task.load(data_path(config.data_dir), config.targets, config.limit, config.dev_targets,
+                                    config.forget_source)
+        protocol.check(self.bench, config.task)
         self.targets: list[Target] = self.bench.targets if config.split == "eval" else self.bench.dev_targets
         if not self.targets:
             raise UserError("the dev split is empty; pass --dev-targets N (N ≥ 1) to evaluate on it.")
@@ -110,7 +120,8 @@ class Run:
         self.current = self.model  # the model the next deletion starts from (sequential mode: the last result)
         self._proxy: tuple | None = None
         self.paraphraser = make_paraphraser(config.paraphraser, self.model, self.tokenizer, self.bench.alternatives)
-        self.ctx = Context(tokenizer=self.tokenizer, benchmark=self.bench, seed=config.seed,
+        self.ctx = Context(tokenizer=self.tokenizer, dev_targets=self.bench.dev_targets,
+                           retain_pool=self.bench.retain_pool(), seed=config.seed,
                            cache_dir=cache_root(), make_views=self._views, proxy=self.proxy_model,
                            model_id=self.model_label, proxy_id=self._proxy_label(),
                            proxy_key=self._proxy_key(), progress=progress)
@@ -134,7 +145,7 @@ class Run:
         if es is not None:
             facts = self.bench.teaching_set()
             model, tok, info = embedded_model(es, facts, self.bench.general_prompts, progress=self.progress,
-                                              device=self.device)
+                                              device=self.device, seed=self.config.seed)
             label = (f"{info['label']} (embedded demo model, taught {info['facts']} facts to answer-token "
                      f"accuracy {info['taught_token_accuracy']:.3f})")
             return model, tok, label, info
@@ -151,7 +162,7 @@ class Run:
         es = self._embedded(self.config.proxy, DEFAULT_PROXY)
         if es is None:
             return self.config.proxy
-        return f"{es.label}@{embedded_key(es, self.bench.teaching_set(), self.bench.general_prompts)}"
+        return f"{es.label}@{embedded_key(es, self.bench.teaching_set(), self.bench.general_prompts, seed=self.config.seed)}"
 
     def proxy_model(self) -> tuple[torch.nn.Module, Any]:
         if self._proxy is None:
@@ -160,7 +171,7 @@ class Run:
         return self._proxy
 
     def _views(self, facts: list[Probe]) -> list[list[Probe]]:
-        return build_views(facts, self.config.views, self.paraphraser)
+        return build_views(facts, self.config.views, self.paraphraser, self.config.seed)
 
     # -- bookkeeping ----------------------------------------------------------
     def data_revision(self) -> str:
@@ -174,19 +185,36 @@ class Run:
         return asdict(self.params)
 
     def retain_for(self, target: Target) -> list[Probe]:
-        """A request's retain facts: the dev split's, never the target's own (dev-split runs)."""
-        return [p for p in self.bench.retain_pool() if p.target != target.id]
+        """A request's retain items: a seeded sample of the dev split's requests, never the
+        target's own, of the same size for every target of either split (the smallest
+        pool a dev target leaves, capped by ``retain_items``)."""
+        pool = self.bench.retain_pool()
+        size = min([self.config.retain_items, len(pool)]
+                   + [len(pool) - len(t.request) for t in self.bench.dev_targets])
+        own = [p for p in pool if p.target != target.id]
+        return random.Random(f"{self.config.seed}:{target.id}").sample(own, min(size, len(own)))
 
     def request(self, target: Target) -> ForgetRequest:
-        """The deletion request every method gets: the same views and retain facts."""
+        """The deletion request every method gets: the same views and retain items."""
         self.prepare()  # views may come from the model itself (--paraphraser self)
-        return ForgetRequest(target=target, views=self._views(target.request), retain=self.retain_for(target))
+        views = self._views(target.request)
+        protocol.check_views(target, views, self.bench)
+        return ForgetRequest(target=target, views=views, retain=self.retain_for(target))
 
     # -- evaluation -----------------------------------------------------------
+    def roles(self, target: Target) -> dict[str, list[str]]:
+        """The target's probe sets by role: ``held_out`` forget sets (the headline USR),
+        ``seen`` sets (the request's own strings) and ``locality`` (neighbour) sets."""
+        sets = [s for s, ps in target.probes.items() if ps]
+        return {"held_out": [s for s in sets if s not in self.bench.seen_sets and s not in self.task.neighbor_sets],
+                "seen": [s for s in sets if s in self.bench.seen_sets],
+                "locality": [s for s in sets if s in self.task.neighbor_sets]}
+
     def _probe_sets(self, target: Target, forget_only: bool = False) -> dict[str, list[Probe]]:
-        sets = {s: target.probes.get(s, []) for s in self.task.forget_sets}
+        roles = self.roles(target)
+        names = roles["held_out"] + roles["seen"] + ([] if forget_only else roles["locality"])
+        sets = {s: target.probes[s] for s in names}
         if not forget_only:
-            sets.update({s: target.probes.get(s, []) for s in self.task.neighbor_sets})
             sets[self.task.utility_set] = self.bench.utility
         return sets
 
@@ -198,7 +226,7 @@ class Run:
     def _untouched(self, target: Target) -> dict[str, Any]:
         """Scores of the untouched model on ``target``, cached on disk."""
         key = hashlib.sha256(json.dumps([EVAL_VERSION, self.model_label, target.id, self.bench.revision,
-                                         self.config.task, self.config.seed,
+                                         self.config.task, self.config.seed, self.bench.request_source,
                                          self.model_info.get("key", "")]).encode()).hexdigest()[:16]
         path = cache_root() / "evals" / f"{self.config.task}-{key}.json"
         if path.is_file():
@@ -234,13 +262,15 @@ class Run:
         with measure(self.device) as cost:
             edit = self.method.unlearn(model, request, self.ctx)
         info = {**edit.info, **self.method.diagnostics(start, request, self.ctx)}
+        self.progress(f"{self.config.method} on {target.id}: evaluating")
+        after = self._evaluate(edit.model, target)
+        if edit.evaluation_info is not None:
+            info.update(edit.evaluation_info(self._probe_sets(target)))
         if self.config.sequential:
             self.current = edit.model
             info["sequence_step"] = self.targets.index(target) + 1
         if self.config.save_model:
             self._save(edit, target)
-        self.progress(f"{self.config.method} on {target.id}: evaluating")
-        after = self._evaluate(edit.model, target)
         relearned = self._evaluate(self._relearn(edit.model, request), target, forget_only=True)
         extra_after = self.task.extra_scores(edit.model, self.tokenizer, self.bench, target)
         return self._record(target, request, before, after, relearned, extra_after, cost, info,
@@ -258,21 +288,36 @@ class Run:
         self.progress(f"{self.config.method} on {target.id}: unlearned model saved to {path}")
 
     def _record(self, target, request, before, after, relearned, extra_after, cost, info, mia, wall) -> dict:
-        forget, chance = self.task.usr_sets or self.task.forget_sets, self.task.chance
-        answered = lambda scores: [bool(s.get("answered", s.get("acc", 0.0))) for st in forget for s in scores.get(st, [])]
+        roles, chance = self.roles(target), self.task.chance
+        answered = lambda scores, s: [bool(x.get("answered", x.get("acc", 0.0))) for x in scores.get(s, [])]
         score = lambda rows: mean([r.get("rouge_l_recall", r.get("acc", 0.0)) for r in rows])
         b_scores, util = before["scores"], self.task.utility_set
+        known = {s: sum(answered(b_scores, s)) for s in roles["held_out"] + roles["seen"]}
+
+        def rate(f, sets: list[str], scores) -> dict[str, float | None]:
+            return {s: f(answered(b_scores, s), answered(scores, s), chance(s)) for s in sets}
+
+        by_level = rate(usr, roles["held_out"], after)
+        locality = [p for s in roles["locality"] for p in b_scores.get(s, [])]
+        locality_after = [p for s in roles["locality"] for p in after.get(s, [])]
         set_before = {s: score(rows) for s, rows in b_scores.items()}
         set_after = {s: score(rows) for s, rows in after.items()}
-        b_ans, a_ans, r_ans = answered(b_scores), answered(after), answered(relearned)
         record = {
             "method": self.config.method, "task": self.config.task, "target": target.id, "seed": self.config.seed,
-            "usr": usr(b_ans, a_ans, chance),
+            "usr": pooled(by_level, known),
+            "usr_seen": pooled(rate(usr, roles["seen"], after), known),
+            "usr_by_level": by_level,
             "gur": retention(set_before[util], set_after[util]),
-            "rap": recovery(b_ans, r_ans, chance),
+            "locality": retention(score(locality), score(locality_after)) if locality else None,
+            "rap": pooled(rate(recovery, roles["held_out"], relearned), known),
             "mia": mia,
             "seconds": cost.seconds, "peak_mem_mb": cost.peak_mem_mb,
-            "known_forget_probes": sum(b_ans), "forget_probes": len(b_ans),
+            "known_forget_probes": sum(known[s] for s in roles["held_out"]),
+            "forget_probes": sum(len(b_scores.get(s, [])) for s in roles["held_out"]),
+            "n": {"utility": len(self.bench.utility), "mia_prompts": len(self.bench.general_prompts),
+                  "locality": len(locality), "request": len(request.facts), "retain": len(request.retain)},
+            "request_source": self.bench.request_source,
+            "roles": roles,
             "official": {"before": {**self.task.official_scores(set_before), **before["extra"]},
                          "after": {**self.task.official_scores(set_after), **extra_after}},
             "set_scores": {"before": set_before, "after": set_after},

@@ -38,11 +38,15 @@ def data_path(data_dir: str | None) -> Path | None:
 
 
 class Task(ABC):
-    """A benchmark: loads its official layout and names its probe sets.
+    """A benchmark: loads its official layout, builds each target's forget request and
+    names its probe sets.
 
-    ``forget_sets`` and ``neighbor_sets`` are probe-set names of each target;
-    each set is also an lm-eval task named ``f"{name}_{set}"`` whose YAML lives in
-    :meth:`yaml_dir`.
+    Every probe set of a target is an lm-eval task named ``f"{name}_{set}"`` whose YAML
+    lives in :meth:`yaml_dir`. A set plays one of three roles in the scores: a
+    *neighbour* set (``neighbor_sets``: locality), a *seen* set (the benchmark's
+    ``seen_sets``: built from the request's own strings, reported as ``usr_seen``) or a
+    *held-out forget* set (every other set: the headline USR). ``forget_sets`` lists
+    every forget set the task can produce (for ``r2f-bench tasks``).
     """
 
     name: ClassVar[str] = ""
@@ -50,21 +54,26 @@ class Task(ABC):
     forget_sets: ClassVar[tuple[str, ...]] = ()
     neighbor_sets: ClassVar[tuple[str, ...]] = ()
     utility_set: ClassVar[str] = "utility"
-    # the forget sets USR and RAP count (None: all), and the chance of answering one of
-    # their probes right without knowing it (multiple choice: 1 / #choices)
-    usr_sets: ClassVar[tuple[str, ...] | None] = None
-    chance: ClassVar[float] = 0.0
+    # the requests a user may pick with --forget-source (first: default; empty: one kind)
+    forget_sources: ClassVar[tuple[str, ...]] = ()
     # generation length for each lm-eval task of this benchmark
     max_answer_tokens: ClassVar[int] = 16
 
     @abstractmethod
     def load(self, data_dir: Path | None, targets: list[str] | None, limit: int | None,
-             n_dev: int) -> Benchmark:
+             n_dev: int, forget_source: str | None = None) -> Benchmark:
         """Read the benchmark from ``data_dir`` (``None``: the bundled sample).
 
         ``targets`` picks evaluation targets by id or name, else the first ``limit``;
-        ``n_dev`` targets disjoint from them form the dev split.
+        ``n_dev`` targets disjoint from them form the dev split; ``forget_source`` is
+        one of :attr:`forget_sources` (``None``: the default). The result must keep
+        every evaluated string out of what a method sees (:mod:`r2f_plugin.protocol`).
         """
+
+    def chance(self, probe_set: str) -> float:
+        """The chance of answering a probe of ``probe_set`` right without knowing it
+        (multiple choice: 1 / #choices); USR and RAP take it as their floor."""
+        return 0.0
 
     @classmethod
     def yaml_dir(cls) -> Path:

@@ -24,7 +24,7 @@ from typing import Any, Callable, ClassVar
 
 import torch
 
-from r2f_plugin.data import Benchmark, ForgetRequest, Probe
+from r2f_plugin.data import ForgetRequest, Probe, Target
 from r2f_plugin.errors import UserError
 
 
@@ -35,18 +35,31 @@ class NoParams:
 
 @dataclass
 class Edit:
-    """What a method returns: the model to evaluate and what it wants recorded."""
+    """What a method returns: the model to evaluate and what it wants recorded.
+
+    ``evaluation_info``, if set, is called once the evaluation has run, with the scored
+    probe sets by name, and returns more to record (ECO: the share of each set its
+    classifier flags). The edit is final by then: it is a report, not an input.
+    """
 
     model: torch.nn.Module
     info: dict[str, Any] = field(default_factory=dict)
+    evaluation_info: Callable[[dict[str, list[Probe]]], dict[str, Any]] | None = None
 
 
 @dataclass
 class Context:
-    """What the runner gives a method besides the model and the request."""
+    """What the runner gives a method besides the model and the request.
+
+    It holds only what a method may see (:mod:`r2f_plugin.protocol`): the dev split
+    (targets disjoint from the evaluation targets, with their requests and probes, for
+    fitting and tuning) and the retain pool; never an evaluation probe, the utility set
+    or the MIA prompts.
+    """
 
     tokenizer: Any
-    benchmark: Benchmark
+    dev_targets: list[Target]
+    retain_pool: list[Probe]
     seed: int
     cache_dir: Path
     make_views: Callable[[list[Probe]], list[list[Probe]]]  # the run's paraphrase views of facts

@@ -22,6 +22,7 @@ the paraphraser's order of preference (the templates put the most rewritten firs
 
 from __future__ import annotations
 
+import random
 import re
 from functools import lru_cache
 from typing import Any, Callable, Sequence
@@ -167,11 +168,13 @@ def filter_candidates(original: str, candidates: Sequence[str], n: int,
     return [c for s, c in zip(sims, unique) if MIN_COSINE <= s <= MAX_COSINE][:n]
 
 
-def build_views(facts: Sequence[Probe], n_views: int, paraphraser: Paraphraser) -> list[list[Probe]]:
+def build_views(facts: Sequence[Probe], n_views: int, paraphraser: Paraphraser, seed: int = 0) -> list[list[Probe]]:
     """``n_views`` views of the request: view 0 is the facts as asked, then paraphrases.
 
-    A fact with fewer accepted paraphrases than needed reuses its last accepted one,
-    so every view has one phrasing of every fact.
+    Each fact's paraphrases are the paraphraser's first accepted candidate, then a
+    seeded sample of ``n_views - 2`` among its next ``2 n_views - 3``, kept in the
+    paraphraser's order of preference (so every run seed sees other views). A fact with fewer accepted paraphrases than
+    needed reuses its last accepted one, so every view has one phrasing of every fact.
     """
     if n_views < 1:
         raise UserError(f"--views must be at least 1, got {n_views}.")
@@ -181,8 +184,11 @@ def build_views(facts: Sequence[Probe], n_views: int, paraphraser: Paraphraser) 
     questions = [p.question or p.prompt for p in facts]
     all_candidates = paraphraser.candidates(questions, n_views - 1)
     per_fact = []
+    rng = random.Random(seed)
     for p, q, cands in zip(facts, questions, all_candidates):
-        kept = filter_candidates(q, cands, n_views - 1)
+        accepted = filter_candidates(q, cands, 2 * (n_views - 1))
+        picked = sorted(rng.sample(range(1, len(accepted)), min(n_views - 2, len(accepted) - 1))) if accepted else []
+        kept = [accepted[i] for i in [0] + picked] if accepted else []
         variants = [Probe(prompt=paraphraser.prompt(p, c), answer=p.answer, set=p.set, target=p.target, question=c)
                     for c in kept]
         per_fact.append(variants or [p])

@@ -8,6 +8,7 @@ from typing import Any, Mapping, Sequence, TypeVar
 
 import torch
 
+from r2f_plugin.data import Probe
 from r2f_plugin.errors import UserError
 from r2f_plugin.task import read_json
 
@@ -20,6 +21,26 @@ DEFAULT_TARGETS = 3
 def qa_prompt(question: str) -> str:
     """The QA format every r2f-bench task shares with RWKU."""
     return f"Question: {question}\nAnswer:"
+
+
+def corpus_probes(text: str, target: str, words: int, prompt_words: int, set_name: str = "request") -> list[Probe]:
+    """A document as request items: windows of ``words`` words, each its first
+    ``prompt_words`` words (at most half the window) -> the rest."""
+    probes = []
+    for window in chunks(text.split(), words):
+        cut = min(prompt_words, len(window) // 2)
+        if cut:
+            prompt = " ".join(window[:cut])
+            probes.append(Probe(prompt=prompt, answer=" ".join(window[cut:]), set=set_name, target=target,
+                                question=prompt))
+    return probes
+
+
+def seen_probes(request: Sequence[Probe], set_name: str, answer_words: int, limit: int) -> list[Probe]:
+    """Probes of a corpus request's own strings (the seen set): each of the first ``limit``
+    items' prompt, answered by the first ``answer_words`` words of its continuation."""
+    return [Probe(prompt=p.prompt, answer=" ".join(p.answer.split()[:answer_words]), set=set_name,
+                  target=p.target, question=p.question) for p in request[:limit]]
 
 
 def chunks(items: Sequence[T], size: int) -> list[list[T]]:

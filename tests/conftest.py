@@ -25,7 +25,7 @@ def tiny():
     from r2f_plugin.models import EmbeddedSpec, embedded_model
     from tasks.rwku import RWKU
 
-    bench = RWKU().load(None, None, 2, n_dev=2)
+    bench = RWKU().load(None, None, 2, n_dev=2, forget_source="probes")
     facts = bench.teaching_set()
     quiet = lambda m: None
     target, tok, _ = embedded_model(EmbeddedSpec.parse("embedded:mistral-h64-l2"), facts, bench.general_prompts,
@@ -40,7 +40,7 @@ def context(tiny, tmp_path):
     from r2f_plugin.unlearner import Context
     from r2f_plugin.views import Paraphraser, build_views
 
-    return Context(tokenizer=tiny["tok"], benchmark=tiny["bench"], seed=0, cache_dir=tmp_path,
+    return Context(tokenizer=tiny["tok"], dev_targets=tiny["bench"].dev_targets, retain_pool=tiny["bench"].retain_pool(), seed=0, cache_dir=tmp_path,
                    make_views=lambda facts: build_views(facts, 5, Paraphraser()),
                    proxy=lambda: (tiny["proxy"], tiny["proxy_tok"]), model_id="tiny", proxy_id="tiny-proxy",
                    progress=lambda m: None)

@@ -24,10 +24,10 @@ def setting(tmp_path_factory):
     cache = tmp_path_factory.mktemp("baselines-cache")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("R2F_BENCH_CACHE", str(cache))
-        bench = RWKU().load(None, None, 2, n_dev=1)
+        bench = RWKU().load(None, None, 2, n_dev=1, forget_source="probes")
         model, tok, _ = embedded_model(EmbeddedSpec(hidden=64, layers=2, heads=2, kv_heads=1, intermediate=128),
                                        bench.teaching_set(), [], progress=lambda m: None, max_epochs=80)
-        ctx = Context(tokenizer=tok, benchmark=bench, seed=0, cache_dir=cache,
+        ctx = Context(tokenizer=tok, dev_targets=bench.dev_targets, retain_pool=bench.retain_pool(), seed=0, cache_dir=cache,
                       make_views=lambda facts: build_views(facts, 3, Paraphraser()),
                       model_id="tiny", progress=lambda m: None)
         target = bench.targets[0]

@@ -29,12 +29,12 @@ def settings(tmp_path_factory):
 
     out = {}
     for name in TASKS:
-        bench = registry().task(name)().load(None, None, 1, n_dev=1)
+        bench = registry().task(name)().load(None, None, 1, n_dev=2)
         tok = build_tokenizer(teaching_texts(bench.teaching_set(), bench.general_prompts))
         model = build_model(EmbeddedSpec.parse("embedded:mistral-h32-l2"), tok).eval()
         proxy = build_model(EmbeddedSpec.parse("embedded:mistral-h32-l1"), tok).eval()
         views = lambda facts: build_views(facts, 2, Paraphraser())
-        ctx = Context(tokenizer=tok, benchmark=bench, seed=0, cache_dir=tmp_path_factory.mktemp(name),
+        ctx = Context(tokenizer=tok, dev_targets=bench.dev_targets, retain_pool=bench.retain_pool(), seed=0, cache_dir=tmp_path_factory.mktemp(name),
                       make_views=views, proxy=lambda proxy=proxy, tok=tok: (proxy, tok), model_id=name,
                       proxy_id=f"{name}-proxy", progress=lambda m: None)
         target = bench.targets[0]

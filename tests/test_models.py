@@ -35,7 +35,7 @@ def _facts():
     from tasks.rwku import RWKU
 
     bench = RWKU().load(None, None, 1, n_dev=0)
-    return bench.targets[0].request[:6], bench.general_prompts[:4]
+    return bench.targets[0].probes["forget_qa"][:6], bench.general_prompts[:4]
 
 
 def test_teaching_starts_over_at_a_lower_rate(monkeypatch):

@@ -19,9 +19,17 @@ def test_bundled_sample_loads():
     assert [t.id for t in b.targets] == ["1_Orla_Vantree", "2_Bram_Ostelic", "3_Tamsin_Quorve"]
     assert {t.id for t in b.dev_targets}.isdisjoint(t.id for t in b.targets)
     t = b.targets[0]
-    assert set(t.probes) == {"forget_fb", "forget_qa", "forget_aa", "neighbor_fb", "neighbor_qa"}
-    assert t.request == t.probes["forget_fb"] + t.probes["forget_qa"]
-    assert b.utility and b.general_prompts and len(b.revision) == 12
+    assert set(t.probes) == {"forget_fb", "forget_qa", "forget_aa", "neighbor_fb", "neighbor_qa", "forget_seen"}
+    # the default request is the target's forget corpus: its description, then its passages
+    assert t.request[0].prompt.startswith("Please forget Orla Vantree.") and all(p.set == "request" for p in t.request)
+    assert b.seen_sets == ("forget_seen",) and [p.prompt for p in t.probes["forget_seen"]] == [p.prompt for p in t.request]
+    assert b.utility and b.general_prompts and len(b.revision) == 12 and not b.alternatives
+
+
+def test_fact_level_request_is_the_fb_probes():
+    b = RWKU().load(None, None, 1, n_dev=0, forget_source="probes")
+    t = b.targets[0]
+    assert t.request == t.probes["forget_fb"] and b.seen_sets == ("forget_fb",) and "forget_seen" not in t.probes
 
 
 @pytest.mark.skipif(not (SHARED_DATA / "rwku").is_dir(), reason="../shared/data/rwku not present")
@@ -33,7 +41,10 @@ def test_shared_rwku_loads():
     assert king.name == "Stephen King"
     assert len(king.probes["forget_fb"]) > 5 and len(king.probes["forget_aa"]) > 5
     assert king.probes["forget_qa"][0].prompt.startswith("Question: ")
-    assert len(b.utility) == 60
+    assert len(b.utility) == 240 and len(b.general_prompts) == 500
+    assert {p.prompt.split("\n")[0][:9] for p in b.utility} == {"Question:"}
+    assert sum("\nOptions: " in p.question for p in b.utility) == 80  # MMLU's third of the round robin
+    assert all(len(t.request) == 8 for t in b.targets)
     picked = RWKU().load(SHARED_DATA / "rwku", ["Confucius", "3"], None, n_dev=1)
     assert [t.name for t in picked.targets] == ["Confucius", "Bruce Lee"]
 
@@ -68,13 +79,14 @@ def test_errors_name_the_problem(tmp_path):
 
 @pytest.mark.skipif(not (SHARED_DATA / "rwku").is_dir(), reason="../shared/data/rwku not present")
 def test_benchmark_paraphraser_uses_rwkus_own_alternatives():
-    """A fact's views come first from RWKU's other probes of it, each in its own format."""
+    """A request fact's views come first from the request's other facts with its answer."""
     from r2f_plugin.views import build_views, make_paraphraser
 
-    b = RWKU().load(SHARED_DATA / "rwku", ["Genghis Khan"], None, n_dev=0)
-    fact = next(p for p in b.targets[0].request if "begin his rule" in p.question)
+    b = RWKU().load(SHARED_DATA / "rwku", ["Genghis Khan"], None, n_dev=0, forget_source="probes")
+    fact = next(p for p in b.targets[0].request if p.question in b.alternatives)
     alternatives = b.alternatives[fact.question]
     assert alternatives and all(a.answer.lower() == fact.answer.lower() for a in alternatives)
+    assert all(a in b.targets[0].request for a in alternatives)  # never an evaluated probe
     views = build_views([fact], 3, make_paraphraser("benchmark", alternatives=b.alternatives))
     phrasings = [v[0] for v in views[1:]]
     assert any(v.question in {a.question for a in alternatives} for v in phrasings)

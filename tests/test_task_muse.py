@@ -36,9 +36,9 @@ def test_sample_targets_requests_and_probes():
     assert len(know) == 2 and len(verb) == 1
     assert know[0].prompt.startswith("Question: Which town opened a glass bridge") and know[0].prompt.endswith(
         f"Question: {know[0].question}\nAnswer:")
-    passages = [p for p in t.request if p.set == "passage"]
-    assert t.request[:3] == know + verb and passages
-    # the request's passages are the raw-corpus article that holds the verbmem and privleak texts
+    passages = t.request
+    assert passages and all(p.set == "request" for p in passages) and bench.seen_sets == ("verbmem_forget",)
+    # the request is the raw-corpus article that holds the verbmem and privleak texts
     doc = " ".join(f"{p.prompt} {p.answer}" for p in passages)
     assert verb[0].prompt in doc and t.privleak_forget[0] in doc
     taught = {p.answer for p in bench.teaching_set()}
@@ -48,15 +48,15 @@ def test_sample_targets_requests_and_probes():
 def test_shared_data_news_and_books():
     root = shared_dir("muse")
     news = MUSE().load(root, ["all"], None, 0)
-    assert len(news.targets) == 5 and news.targets[0].privleak_reference == 0.4772
+    assert len(news.targets) == 5 and news.targets[0].privleak_reference == 0.5
     assert sum(len(t.probes["knowmem_forget"]) for t in news.targets) == 50
     assert sum(len(t.privleak_forget) for t in news.targets) == 50 and len(news.utility) == 50
     # every privleak forget text occurs in the raw corpus, so requests carry its documents
     raw = json.loads((root / "news" / "raw" / "forget.json").read_text())
-    passage = next(p for p in news.targets[0].request if p.set == "passage")
+    passage = news.targets[0].request[0]
     assert any(passage.prompt in d for d in raw)
     books = MUSE().load(root / "books", ["books-5"], None, 0)
-    assert books.targets[0].privleak_reference == 0.5393 and len(books.targets[0].probes["knowmem_forget"]) == 9
+    assert books.targets[0].privleak_reference == 0.5 and len(books.targets[0].probes["knowmem_forget"]) == 9
 
 
 def test_missing_file_and_corpus_are_named(sample_copy: Path, tmp_path: Path):

@@ -28,12 +28,15 @@ def test_sample_targets_requests_and_probes():
     assert "bundled sample" in bench.source and bench.revision == WMDP().load(None, None, None, 0).revision
     bio = bench.targets[0]
     assert set(bio.probes) == {"forget_bio", "forget_qa", "neighbor_mmlu"}
-    # the request: each question as a QA fact and as its multiple-choice form
-    assert bio.request == bio.probes["forget_qa"] + bio.probes["forget_bio"] and len(bio.request) == 10
+    # the request states the request half's questions as facts (the seen set); the
+    # evaluation half's questions, never stated, are scored as multiple choice
+    assert bio.request == bio.probes["forget_qa"] and len(bio.request) == 3 and bench.seen_sets == ("forget_qa",)
     for p in bio.probes["forget_bio"] + bio.probes["neighbor_mmlu"] + bench.utility:
         assert p.choices == LETTERS and p.answer == LETTERS[p.label]
     fact, mc = bio.request[0], bio.probes["forget_bio"][0]
-    assert fact.question == mc.question and fact.answer in fact.prompt and "Options:" in fact.prompt
+    assert fact.answer in fact.prompt and "Options:" in fact.prompt
+    assert {p.question for p in bio.request}.isdisjoint(p.question for p in bio.probes["forget_bio"])
+    assert WMDP().chance("forget_bio") == 0.25 and WMDP().chance("forget_qa") == 0.0
     assert all(p.question for p in bench.utility) and bench.general_prompts
 
 
@@ -46,7 +49,7 @@ def test_mc_prompt_is_lm_eval_wmdp_format():
 def test_target_selection():
     task = WMDP()
     assert [t.id for t in task.load(None, ["chem"], None, 0).targets] == ["chem-1", "chem-2"]
-    assert len(task.load(None, ["all"], None, 0).targets) == 6
+    assert len(task.load(None, ["all"], None, 0).targets) == 6  # 10 questions a domain: 5 stated, 5 scored
     assert [t.id for t in task.load(None, ["cyber-2", "bio-1"], 1, 0).targets] == ["cyber-2"]
     with pytest.raises(UserError, match="unknown wmdp target 'bio-9'"):
         task.load(None, ["bio-9"], None, 0)
@@ -59,8 +62,8 @@ def test_shared_data():
     shared_dir("mmlu")
     bench = WMDP().load(root, ["all"], None, 0)
     sizes = {d: sum(len(t.probes.get(f"forget_{d}", [])) for t in bench.targets) for d in ("bio", "chem", "cyber")}
-    assert sizes == {"bio": 637, "chem": 204, "cyber": 993}
-    first = json.loads((root / "bio_questions.json").read_text())[0]
+    assert sizes == {"bio": 318, "chem": 102, "cyber": 496}  # the evaluation halves of 637, 204 and 993
+    first = json.loads((root / "bio_questions.json").read_text())[1]
     probe = bench.targets[0].probes["forget_bio"][0]
     assert probe.prompt == mc_prompt(first["question"], first["choices"], "biology") and probe.label == first["answer"]
     related = {s.replace("_", " ") for subjects in RELATED.values() for s in subjects}

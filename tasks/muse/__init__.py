@@ -8,17 +8,19 @@ holding ``news/`` (read by default) or a corpus folder itself, e.g. ``.../muse/b
 (``{text}`` rows or bare strings) and, for News, ``raw/forget.json`` (the forget corpus,
 an array of documents).
 
-Targets and deletion requests (our design; MUSE itself has one forget set): the
+Targets and deletion requests (MUSE has one forget set; we cut it into targets): the
 knowmem forget QA, the verbmem passages and the privleak forget texts are each split,
 in file order, into ``N_TARGETS`` consecutive chunks; target ``news-i`` gets the i-th
-chunk of each. Its request names the chunk's QA facts, its verbmem prompt/continuation
-pairs and the forget documents behind them: the raw-corpus documents holding its
-verbmem and privleak texts (found by their first 200 characters; without a raw corpus,
-as for Books, the privleak texts themselves), cut into passages. Probe sets:
+chunk of each. Its request is the raw forget corpus behind the chunk, as MUSE's own
+unlearning uses it: the ``raw/forget.json`` documents that hold its verbmem and
+privleak texts (found by their first 200 characters; without a raw corpus, as for
+Books, the privleak texts themselves), cut into passages (the first ``REQUEST_WINDOWS``), with every sentence that
+states a knowmem question removed. Probe sets:
 
-* ``knowmem_forget``: the chunk's QA, each after the in-context examples of
+* ``knowmem_forget`` (held out): the chunk's QA, each after the in-context examples of
   ``forget_qa_icl`` (10 upstream), 32-token answers (MUSE's lengths);
-* ``verbmem_forget``: the chunk's verbmem prompts, 128-token continuations;
+* ``verbmem_forget`` (seen: MUSE's VerbMem asks for the corpus itself): the chunk's
+  verbmem prompts, 128-token continuations;
 * utility (GUR) ``knowmem_retain``: every retain QA with ``retain_qa_icl``: MUSE's
   utility-preservation set. There are no neighbour probes.
 
@@ -41,8 +43,9 @@ from typing import Any
 from r2f_plugin import hookimpl
 from r2f_plugin.data import Benchmark, Probe, Target
 from r2f_plugin.errors import UserError
+from r2f_plugin.protocol import Scored, hold_out
 from r2f_plugin.task import Task, content_hash
-from tasks.common import chunks, dev_ids, even_split, qa_prompt, read_rows, resolve_root, select_targets
+from tasks.common import corpus_probes, dev_ids, even_split, qa_prompt, read_rows, resolve_root, select_targets
 from tasks.muse import official
 
 HERE = Path(__file__).parent
@@ -51,9 +54,8 @@ N_TARGETS = 5
 PASSAGE_WORDS = 96  # request passages: windows of this many words ...
 PASSAGE_PROMPT_WORDS = 16  # ... whose first words are the prompt, the rest the answer
 MATCH_CHARS = 200
-# AUC ``forget_holdout_Min-40%`` of MUSE's retrained models (muse_bench constants.py)
-RETRAIN_AUC = {"news": 0.4772, "books": 0.5393}
-NEVER_SEEN_AUC = 0.5
+REQUEST_WINDOWS = 24  # the embedded demo's budget of corpus windows per target (verbmem's documents first)
+NEVER_SEEN_AUC = 0.5  # PrivLeak's reference: a model that saw neither forget nor holdout texts
 MAX_GENERAL = 60
 
 
@@ -81,17 +83,6 @@ def icl_prefix(examples: list[dict]) -> str:
     return "".join(f"{qa_prompt(e['question'])} {e['answer']}\n\n" for e in examples)
 
 
-def passage_probes(text: str, target: str) -> list[Probe]:
-    """A document as request facts: word windows, each prompt -> continuation."""
-    probes = []
-    for window in chunks(text.split(), PASSAGE_WORDS):
-        cut = min(PASSAGE_PROMPT_WORDS, len(window) // 2)
-        if cut:
-            probes.append(Probe(prompt=" ".join(window[:cut]), answer=" ".join(window[cut:]),
-                                set="passage", target=target))
-    return probes
-
-
 class MUSE(Task):
     name = "muse"
     description = "MUSE News/Books (Shi et al. 2024): KnowMem, VerbMem, PrivLeak."
@@ -101,7 +92,7 @@ class MUSE(Task):
     max_answer_tokens = official.VERBMEM_TOKENS
 
     def load(self, data_dir: Path | None, targets: list[str] | None, limit: int | None,
-             n_dev: int) -> Benchmark:
+             n_dev: int, forget_source: str | None = None) -> Benchmark:
         root, source = resolve_root(data_dir, SAMPLE_DIR)
         corpus = self._corpus_dir(root)
         read: list[Path] = []
@@ -126,20 +117,23 @@ class MUSE(Task):
         utility = [Probe(prompt=retain_icl + qa_prompt(r["question"]), answer=str(r["answer"]),
                          set=self.utility_set, target="", question=r["question"])
                    for r in rows("knowmem/retain_qa.json", qa_fields)]
-        reference = RETRAIN_AUC.get(corpus.name, NEVER_SEEN_AUC) if data_dir is not None else NEVER_SEEN_AUC
 
         ids = [f"{corpus.name}-{i + 1}" for i in range(N_TARGETS)]
         chosen = select_targets(ids, targets, limit, self.name)
 
+        general = [" ".join(t.split()[:48]) for t in retain_texts][:MAX_GENERAL] or [p.question for p in utility]
+        # no request may state a knowmem question, a utility question or an MIA prompt
+        scored = Scored([r["question"] for part in split["qa"] for r in part] + [p.question for p in utility] + general)
+
         def build(tid: str) -> MuseTarget:
             i = ids.index(tid)
-            return self._target(tid, forget_icl, {k: v[i] for k, v in split.items()}, docs, holdout, reference)
+            return self._target(tid, forget_icl, {k: v[i] for k, v in split.items()}, docs, holdout, scored)
 
-        general = [" ".join(t.split()[:48]) for t in retain_texts][:MAX_GENERAL]
-        return Benchmark(task=self.name, targets=[build(t) for t in chosen],
-                         dev_targets=[build(t) for t in dev_ids(ids, chosen, n_dev)], utility=utility,
-                         general_prompts=general or [p.question for p in utility],
-                         source=source, revision=content_hash(read))
+        return hold_out(Benchmark(task=self.name, targets=[build(t) for t in chosen],
+                                  dev_targets=[build(t) for t in dev_ids(ids, chosen, n_dev)], utility=utility,
+                                  general_prompts=general, seen_sets=("verbmem_forget",),
+                                  request_source="the raw forget corpus behind the target's chunk",
+                                  source=source, revision=content_hash(read)))
 
     def official_scores(self, set_scores: dict[str, float]) -> dict[str, float]:
         """None from per-probe means: MUSE's metrics (ROUGE-L F1 at its own lengths,
@@ -157,7 +151,8 @@ class MUSE(Task):
             out["knowmem_r"] = 100 * official.knowmem(model, tokenizer, benchmark.utility)
         if isinstance(target, MuseTarget) and target.privleak_forget and target.privleak_holdout:
             auc = official.privleak_auc(model, tokenizer, target.privleak_forget, target.privleak_holdout)
-            out.update(privleak_auc=auc, privleak=official.privleak(auc, target.privleak_reference))
+            out.update(privleak_auc=auc, privleak=official.privleak(auc, target.privleak_reference),
+                       privleak_reference=target.privleak_reference)
         return out
 
     @staticmethod
@@ -171,21 +166,22 @@ class MUSE(Task):
 
     @staticmethod
     def _target(tid: str, icl: str, part: dict[str, list], docs: list[str], holdout: list[str],
-                reference: float) -> MuseTarget:
+                scored: Scored) -> MuseTarget:
         knowmem = [Probe(prompt=icl + qa_prompt(r["question"]), answer=str(r["answer"]), set="knowmem_forget",
                          target=tid, question=r["question"]) for r in part["qa"]]
         verbmem = [Probe(prompt=r["prompt"], answer=r["gt"], set="verbmem_forget", target=tid, question=r["prompt"])
                    for r in part["verbmem"]]
         sources = [_source(r["prompt"], docs) for r in part["verbmem"]]
         sources = [d for d in sources if d] + [_source(t, docs) or t for t in part["privleak"]]
-        passages = [p for doc in dict.fromkeys(sources) for p in passage_probes(doc, tid)]
+        passages = [p for doc in dict.fromkeys(sources)
+                    for p in scored.keep(corpus_probes(scored.scrub(doc), tid, PASSAGE_WORDS, PASSAGE_PROMPT_WORDS))]
+        passages = passages[:REQUEST_WINDOWS]
         corpus, number = tid.rsplit("-", 1)
         return MuseTarget(id=tid, name=f"MUSE {corpus} forget chunk {number}",
-                          request=knowmem + verbmem + passages,
+                          request=passages,
                           probes={"knowmem_forget": knowmem, "verbmem_forget": verbmem},
                           description="Please forget these passages and what they tell.",
-                          privleak_forget=part["privleak"], privleak_holdout=holdout,
-                          privleak_reference=reference)
+                          privleak_forget=part["privleak"], privleak_holdout=holdout)
 
 
 def _source(text: str, docs: list[str]) -> str | None:

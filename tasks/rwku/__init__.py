@@ -1,25 +1,39 @@
 """RWKU (Jin et al. 2024, "RWKU: Benchmarking Real-World Knowledge Unlearning for LLMs").
 
 Official layout: ``Target/<id>_<Name>/{intro,forget_level1,forget_level2,forget_level3,
-neighbor_level1,neighbor_level2,forget_mia,retain_mia,triviaqa,...}.json``.
+neighbor_level1,neighbor_level2,passage,positive,retain_mia,triviaqa,truthful,retain_mmlu,...}.json``.
 
-How a target becomes a deletion request (our choice, the benchmark defines probes
-only): the request names the target's level-1 (cloze) and level-2 (QA) facts; the
-views are their paraphrases. RWKU's official scores are ROUGE-L recall of greedy
-answers on forget FB (level 1), QA (level 2) and AA (level 3, adversarial phrasings
-never in the request) and on neighbour FB / QA. Utility (GUR) uses TriviaQA items
-shipped with the targets (RWKU's "Fac" utility); MIA prompts use ``retain_mia`` texts.
+The deletion request (``--forget-source``):
+
+* ``corpus`` (default, RWKU's own protocol): the target's forget corpus, i.e. its
+  one-line description and the texts RWKU's methods train on: ``positive.json`` (text
+  the original model wrote about the target) where it exists, else the Wikipedia
+  ``passage.json``; the first ``REQUEST_WINDOWS`` windows of ``WINDOW_WORDS`` words,
+  after removing every sentence that holds an evaluated string (a cloze with its
+  answer filled in, a question). Every probe is held out: forget FB (level 1), QA
+  (level 2) and AA (level 3). The seen set ``forget_seen`` asks the request's own
+  windows for their next words.
+* ``probes``: a fact-level request, the target's FB cloze probes; FB is then the
+  seen set, QA and AA stay held out.
+
+RWKU's official scores are ROUGE-L recall of greedy answers on forget FB / QA / AA and
+neighbour FB / QA (locality). Utility (GUR) mixes RWKU's own utility files, TriviaQA,
+TruthfulQA (its best answer) and MMLU (the correct option), round robin up to
+``MAX_UTILITY`` items; MIA prompts are ``MAX_GENERAL`` ``retain_mia`` texts.
 """
 
 from __future__ import annotations
 
 import re
+from itertools import zip_longest
 from pathlib import Path
 
 from r2f_plugin import hookimpl
 from r2f_plugin.data import Benchmark, Probe, Target
 from r2f_plugin.errors import UserError
+from r2f_plugin.protocol import Scored, asked, hold_out
 from r2f_plugin.task import Task, content_hash, read_json
+from tasks.common import corpus_probes, seen_probes
 
 HERE = Path(__file__).parent
 SAMPLE_DIR = HERE / "sample"
@@ -32,10 +46,15 @@ PROBE_FILES = {
     "neighbor_fb": ("neighbor_level1", "Fill in the blank: {query}\nAnswer:"),
     "neighbor_qa": ("neighbor_level2", "Question: {query}\nAnswer:"),
 }
-REQUEST_SETS = ("forget_fb", "forget_qa")
 QA_TEMPLATE = "Question: {query}\nAnswer:"
-MAX_UTILITY = 60
-MAX_GENERAL = 60
+FORGET_SOURCES = ("corpus", "probes")
+SEEN_SET = "forget_seen"
+REQUEST_WINDOWS = 8  # the embedded demo's budget of forget-corpus windows per target ...
+WINDOW_WORDS = 64  # ... of this many words, the first PROMPT_WORDS of them the prompt
+PROMPT_WORDS = 12
+SEEN_WORDS = 8  # words of the continuation the seen set asks for
+MAX_UTILITY = 240
+MAX_GENERAL = 500
 
 
 def _target_id_key(dirname: str) -> tuple[int, str]:
@@ -46,12 +65,13 @@ def _target_id_key(dirname: str) -> tuple[int, str]:
 class RWKU(Task):
     name = "rwku"
     description = "RWKU real-world knowledge unlearning (Jin et al. 2024): forget FB/QA/AA, neighbour FB/QA."
-    forget_sets = ("forget_fb", "forget_qa", "forget_aa")
+    forget_sets = ("forget_fb", "forget_qa", "forget_aa", SEEN_SET)
     neighbor_sets = ("neighbor_fb", "neighbor_qa")
-    max_answer_tokens = 16
+    forget_sources = FORGET_SOURCES
 
     def load(self, data_dir: Path | None, targets: list[str] | None, limit: int | None,
-             n_dev: int) -> Benchmark:
+             n_dev: int, forget_source: str | None = None) -> Benchmark:
+        source = forget_source or FORGET_SOURCES[0]
         root = Path(data_dir) if data_dir is not None else SAMPLE_DIR
         if not root.is_dir():
             raise UserError(f"data dir {root} does not exist; pass --data-dir pointing at RWKU's folder (the one holding Target/).")
@@ -60,17 +80,24 @@ class RWKU(Task):
         if not dirs:
             raise UserError(f"no RWKU targets under {tdir}; expected Target/<id>_<Name>/ folders.")
         chosen = self._choose(dirs, targets, limit)
-        rest = [d for d in reversed(dirs) if d not in chosen]
-        dev = rest[:n_dev]
+        dev = [d for d in reversed(dirs) if d not in chosen][:n_dev]
         read: list[Path] = []
-        eval_targets = [self._target(tdir / d, read) for d in chosen]
-        dev_targets = [self._target(tdir / d, read) for d in dev]
+        probes = {d: self._probes(tdir / d, read) for d in chosen + dev}
         utility, general = self._utility(tdir, dirs, read)
-        return Benchmark(task=self.name, targets=eval_targets, dev_targets=dev_targets,
-                         utility=utility, general_prompts=general,
-                         alternatives=same_answer_alternatives(eval_targets + dev_targets),
-                         source="bundled sample (fictional, written for r2f-bench)" if data_dir is None else str(root),
-                         revision=content_hash(read))
+        # everything the evaluation targets are scored on: no request may contain it
+        scored = Scored([asked(p) for d in chosen for s, ps in probes[d].items() for p in ps]
+                        + [asked(p) for p in utility] + general)
+        build = lambda d: self._target(tdir / d, probes[d], source, scored, read)
+        eval_targets, dev_targets = [build(d) for d in chosen], [build(d) for d in dev]
+        fb_request = source == "probes"
+        return hold_out(Benchmark(
+            task=self.name, targets=eval_targets, dev_targets=dev_targets, utility=utility, general_prompts=general,
+            alternatives=same_answer_alternatives(eval_targets + dev_targets) if fb_request else {},
+            seen_sets=("forget_fb",) if fb_request else (SEEN_SET,),
+            request_source="the target's FB cloze probes" if fb_request else
+            f"the target's forget corpus (description, then positive.json or passage.json; {REQUEST_WINDOWS} windows of {WINDOW_WORDS} words)",
+            source="bundled sample (fictional, written for r2f-bench)" if data_dir is None else str(root),
+            revision=content_hash(read)))
 
     @staticmethod
     def _choose(dirs: list[str], targets: list[str] | None, limit: int | None) -> list[str]:
@@ -87,10 +114,8 @@ class RWKU(Task):
             return chosen[:limit] if limit else chosen
         return dirs[: (limit or 3)]
 
-    def _target(self, d: Path, read: list[Path]) -> Target:
-        intro_path = d / "intro.json"
-        intro = read_json(intro_path, ("target",))[0]
-        read.append(intro_path)
+    @staticmethod
+    def _probes(d: Path, read: list[Path]) -> dict[str, list[Probe]]:
         probes: dict[str, list[Probe]] = {}
         for set_name, (fname, template) in PROBE_FILES.items():
             path = d / f"{fname}.json"
@@ -98,36 +123,81 @@ class RWKU(Task):
             read.append(path)
             probes[set_name] = [Probe(prompt=template.format(query=r["query"]), answer=str(r["answer"]),
                                       set=set_name, target=d.name, question=r["query"]) for r in rows]
-        request = [p for s in REQUEST_SETS for p in probes[s]]
-        return Target(id=d.name, name=intro["target"], request=request, probes=probes,
+        return probes
+
+    @staticmethod
+    def _target(d: Path, probes: dict[str, list[Probe]], source: str, scored: Scored, read: list[Path]) -> Target:
+        intro_path = d / "intro.json"
+        intro = read_json(intro_path, ("target",))[0]
+        read.append(intro_path)
+        if source == "probes":
+            return Target(id=d.name, name=intro["target"], request=list(probes["forget_fb"]), probes=probes,
+                          description=intro.get("intro", ""))
+        corpus = d / "positive.json" if (d / "positive.json").is_file() else d / "passage.json"
+        read.append(corpus)
+        texts = [intro.get("intro", "")] + [r["text"] for r in read_json(corpus, ("text",))]
+        request: list[Probe] = []
+        for text in texts:
+            request += scored.keep(corpus_probes(scored.scrub(text), d.name, WINDOW_WORDS, PROMPT_WORDS))
+            if len(request) >= REQUEST_WINDOWS:
+                break
+        request = request[:REQUEST_WINDOWS]
+        if not request:
+            raise UserError(f"RWKU target {d.name} has no forget corpus left once evaluated strings are removed "
+                            f"({corpus.name}); use --forget-source probes for it.")
+        return Target(id=d.name, name=intro["target"], request=request,
+                      probes={**probes, SEEN_SET: seen_probes(request, SEEN_SET, SEEN_WORDS, REQUEST_WINDOWS)},
                       description=intro.get("intro", ""))
 
     @staticmethod
     def _utility(tdir: Path, dirs: list[str], read: list[Path]) -> tuple[list[Probe], list[str]]:
-        utility: dict[str, Probe] = {}
+        """RWKU's utility files (TriviaQA, TruthfulQA, MMLU) round robin, and the MIA prompts."""
+        sources: dict[str, dict[str, Probe]] = {"triviaqa": {}, "truthful": {}, "retain_mmlu": {}}
         general: list[str] = []
         for d in dirs:
-            trivia = tdir / d / "triviaqa.json"
-            if trivia.is_file() and len(utility) < MAX_UTILITY:
-                read.append(trivia)
-                for r in read_json(trivia, ("question", "answers")):
-                    if len(utility) < MAX_UTILITY and r["answers"]:
-                        utility.setdefault(r["question"], Probe(
-                            prompt=QA_TEMPLATE.format(query=r["question"]), answer=str(r["answers"][0]),
-                            set="utility", target="", question=r["question"]))
+            for name, items in sources.items():
+                path = tdir / d / f"{name}.json"
+                if path.is_file() and len(items) < MAX_UTILITY:
+                    read.append(path)
+                    for r in read_json(path, ("question",)):
+                        probe = _utility_probe(name, r)
+                        if probe is not None:
+                            items.setdefault(probe.question, probe)
             mia = tdir / d / "retain_mia.json"
             if mia.is_file() and len(general) < MAX_GENERAL:
                 read.append(mia)
                 general += [" ".join(r["text"].split()[:48]) for r in read_json(mia, ("text",))]
+        utility = [p for tier in zip_longest(*(list(v.values()) for v in sources.values()))
+                   for p in tier if p is not None][:MAX_UTILITY]
         if not utility:
             raise UserError(f"no utility probes (triviaqa.json) under {tdir}; RWKU ships them for targets 1-10, include at least one of those.")
         general = list(dict.fromkeys(general))[:MAX_GENERAL]
-        return list(utility.values()), general or [p.prompt for p in utility.values()]
+        return utility, general or [p.prompt for p in utility]
+
+
+def _utility_probe(source: str, row: dict) -> Probe | None:
+    """A utility row as a QA probe: TriviaQA's first answer, TruthfulQA's best answer,
+    MMLU's correct option (with the options in the prompt)."""
+    question = row["question"]
+    if source == "triviaqa":
+        answers = row.get("answers") or []
+        answer = answers[0] if answers else None
+    elif source == "truthful":
+        mc1 = row.get("mc1_targets") or {}
+        answer = next((c for c, lab in zip(mc1.get("choices", []), mc1.get("labels", [])) if lab == 1), None)
+    else:
+        choices, label = row.get("choices") or [], row.get("answer")
+        answer = choices[label] if isinstance(label, int) and 0 <= label < len(choices) else None
+        question = f"{question}\nOptions: {'; '.join(map(str, choices))}"
+    if not answer:
+        return None
+    return Probe(prompt=QA_TEMPLATE.format(query=question), answer=str(answer), set="utility", target="",
+                 question=question)
 
 
 def same_answer_alternatives(targets: list[Target]) -> dict[str, list[Probe]]:
-    """RWKU's own other phrasings of a fact: the target's other request probes
-    (cloze or QA) with the same answer, e.g. a birth date asked as a blank and as a question."""
+    """RWKU's own other phrasings of a request fact: the target's other request probes
+    with the same answer (request strings only: no evaluated probe is a source)."""
     out: dict[str, list[Probe]] = {}
     for t in targets:
         by_answer: dict[str, list[Probe]] = {}

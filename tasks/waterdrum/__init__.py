@@ -12,10 +12,12 @@ optional ``waterdrum.json`` (in the config folder or above it) supplies what the
 needs: ``{"tokenizer": ..., "k_p": 1, "keys": {"forget": <id>, "retain": <id>},
 "rows_per_owner": 20}``; without keys the task runs and only the WaterDrum score is off.
 
-Targets and deletion requests (our design): the forget split, in order, is cut into
-owners of ``rows_per_owner`` rows (20 = one fictitious TOFU author); target
-``owner-i`` asks to delete the i-th owner's rows, which are also its ``forget`` probes
-(TOFU: question -> answer; Ax: the first words of an abstract -> the rest). The
+Targets and deletion requests: the forget split, in order, is cut into owners of
+``rows_per_owner`` rows (20 = one fictitious TOFU author); target ``owner-i`` asks to
+delete the i-th owner's rows. As WaterDrum defines its metric, they are also what is
+scored: the ``forget`` probes are the request's own rows (TOFU: question -> answer; Ax:
+the first words of an abstract -> the rest), a *seen* set (``usr_seen``); WaterDrum has
+no held-out forget probes, so the headline USR is empty (null) for it. The
 ``retain`` neighbour probes are the i-th chunk of the retain split, another owner whose
 data stays; utility (GUR) is the retain rows after those chunks; MIA prompts are their
 questions or abstract openings. Dev targets are other forget owners.
@@ -38,6 +40,7 @@ from typing import Any
 from r2f_plugin import hookimpl
 from r2f_plugin.data import Benchmark, Probe, Target
 from r2f_plugin.errors import UserError
+from r2f_plugin.protocol import hold_out
 from r2f_plugin.task import Task, content_hash, read_json
 from tasks.common import chunks, dev_ids, generate, qa_prompt, require_fields, resolve_root, select_targets
 from tasks.waterdrum.watermark import GENERATIONS, MAX_NEW_TOKENS, WatermarkSpec, load_verifier, waterdrum_score
@@ -91,7 +94,7 @@ class WaterDrum(Task):
     max_answer_tokens = MAX_NEW_TOKENS
 
     def load(self, data_dir: Path | None, targets: list[str] | None, limit: int | None,
-             n_dev: int) -> Benchmark:
+             n_dev: int, forget_source: str | None = None) -> Benchmark:
         hub = _hub_address(data_dir)
         rows, meta, source, revision = self._read_hub(*hub) if hub else self._read_local(data_dir)
         spec, keys, per_owner = _watermark(meta)
@@ -114,11 +117,12 @@ class WaterDrum(Task):
                                watermark=spec, keys=keys)
 
         utility = [row_probe(r, self.utility_set, "") for r in rest]
-        return Benchmark(task=self.name, targets=[build(t) for t in chosen],
-                         dev_targets=[build(t) for t in dev_ids(ids, chosen, n_dev)], utility=utility,
-                         general_prompts=[p.question for p in utility][:MAX_GENERAL],
-                         source=source if keys else f"{source} (no watermark keys: WaterDrum score off)",
-                         revision=revision)
+        return hold_out(Benchmark(task=self.name, targets=[build(t) for t in chosen],
+                                  dev_targets=[build(t) for t in dev_ids(ids, chosen, n_dev)], utility=utility,
+                                  general_prompts=[p.question for p in utility][:MAX_GENERAL], seen_sets=("forget",),
+                                  request_source="the data owner's rows (WaterDrum scores them: seen set)",
+                                  source=source if keys else f"{source} (no watermark keys: WaterDrum score off)",
+                                  revision=revision))
 
     def official_scores(self, set_scores: dict[str, float]) -> dict[str, float]:
         """None from per-probe means: WaterDrum's metric is the watermark strength of fresh
