@@ -103,7 +103,8 @@ def plot_ablation(records: Sequence[Record], axis: str, path: Path) -> bool:
                 if not stats:
                     continue
                 xs = sorted(stats)
-                ax.errorbar(xs, [stats[x].mean for x in xs], yerr=[stats[x].std or 0.0 for x in xs],
+                ax.errorbar(xs, [stats[x].mean for x in xs], yerr=[[stats[x].mean - (stats[x].lo if stats[x].lo is not None else stats[x].mean) for x in xs],
+                                     [(stats[x].hi if stats[x].hi is not None else stats[x].mean) - stats[x].mean for x in xs]],
                             marker="o", capsize=3, label=label, color=f"C{k % 10}")
             if col == 0:
                 ax.set_ylabel(f"{METRIC_TITLES[metric]} {'↑' if HIGHER_IS_BETTER[metric] else '↓'}")
@@ -112,7 +113,7 @@ def plot_ablation(records: Sequence[Record], axis: str, path: Path) -> bool:
     if len(lines) > 1:
         fig.legend(*axes[0][0].get_legend_handles_labels(), loc="lower center", ncol=min(3, len(lines)),
                    fontsize="small")
-    fig.suptitle(f"R2F ablation: {AXES[axis][1]} (mean ± std over seeds)")
+    fig.suptitle(f"R2F ablation: {AXES[axis][1]} (mean, 95% bootstrap CI over targets × seeds)")
     fig.tight_layout(rect=(0, 0.04 if len(lines) > 1 else 0, 1, 1))
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", dpi=120)

@@ -48,8 +48,9 @@ def asked(probe: Probe) -> str:
 
 
 def visible_texts(probe: Probe) -> tuple[str, ...]:
-    """The strings a method sees of one request, retain or dev item."""
-    return (probe.prompt, probe.question, f"{probe.prompt} {probe.answer}")
+    """The strings a method sees of one request, retain or dev item (a cloze also as
+    the statement it makes)."""
+    return (probe.prompt, probe.question, f"{probe.prompt} {probe.answer}", asked(probe))
 
 
 @dataclass(frozen=True)
@@ -143,7 +144,7 @@ class Scored:
 
     def keep(self, probes: Iterable[Probe]) -> list[Probe]:
         """``probes`` without those a method must not see."""
-        return [p for p in probes if not self.contains(*visible_texts(p), asked(p))]
+        return [p for p in probes if not self.contains(*visible_texts(p))]
 
     def scrub(self, text: str) -> str:
         """``text`` without the sentences that contain an evaluated string."""

@@ -1,8 +1,9 @@
 """Leaderboard tables in the paper's shape, rendered from the results store.
 
-Every cell aggregates the same way: for each seed, the mean of a metric over the
-targets that have it; then the mean ± sample standard deviation of those per-seed
-means, with ``n`` the number of seeds (runs) behind the cell. The best cell of a
+Every cell aggregates the same way: the mean of a metric over every (target, seed)
+record that has it, with its 95% bootstrap confidence interval (percentile, over
+those records resampled with replacement) and ``n`` the number of records, printed
+as ``mean [lo, hi]``. A cell of one record has no interval. The best cell of a
 column is bold, by the metric's direction (:data:`HIGHER_IS_BETTER`); cells equal
 to it at the shown precision are bold too.
 
@@ -24,6 +25,7 @@ import csv
 import html
 import io
 import math
+import random
 import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -34,10 +36,13 @@ from r2f_plugin.errors import UserError
 from r2f_plugin.storage import atomic_write_text
 from r2f_plugin.store import Store, canonical_json
 
-HIGHER_IS_BETTER = {"usr": True, "gur": True, "rap": False, "mia": True, "seconds": False, "peak_mem_mb": False}
-METRIC_TITLES = {"usr": "USR", "gur": "GUR", "rap": "RAP", "mia": "MIA", "seconds": "Time (s)",
-                 "peak_mem_mb": "Peak mem (MB)"}
-DIGITS = {"usr": 1, "gur": 1, "rap": 1, "mia": 3, "seconds": 2, "peak_mem_mb": 1}
+HIGHER_IS_BETTER = {"usr": True, "usr_seen": True, "gur": True, "locality": True, "rap": False, "mia": True,
+                    "seconds": False, "peak_mem_mb": False}
+METRIC_TITLES = {"usr": "USR", "usr_seen": "USR seen", "gur": "GUR", "locality": "Locality", "rap": "RAP",
+                 "mia": "MIA", "seconds": "Time (s)", "peak_mem_mb": "Peak mem (MB)"}
+DIGITS = {"usr": 1, "usr_seen": 1, "gur": 1, "locality": 1, "rap": 1, "mia": 3, "seconds": 2, "peak_mem_mb": 1}
+BOOTSTRAP_SAMPLES = 2000
+CONFIDENCE = 0.95
 TASK_ORDER = ("rwku", "wmdp", "muse", "waterdrum")
 REFERENCE_METHOD = "fullgrad"
 OURS = "r2f"  # listed last; the transfer matrix is of this method
@@ -48,17 +53,26 @@ Record = Mapping[str, Any]
 # -- aggregation --------------------------------------------------------------
 @dataclass(frozen=True)
 class Stat:
-    """Mean ± sample std over seeds; ``n`` seeds. ``std`` is ``None`` below two seeds."""
+    """Mean of ``n`` values with its confidence interval [``lo``, ``hi``] (``None`` below two values)."""
 
     mean: float
-    std: float | None
+    lo: float | None
+    hi: float | None
     n: int
 
 
-def summarize(values: Sequence[float]) -> Stat | None:
+def summarize(values: Sequence[float], seed: int = 0) -> Stat | None:
+    """The mean and its 95% percentile-bootstrap interval (seeded: tables are reproducible)."""
     if not values:
         return None
-    return Stat(statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else None, len(values))
+    mean = statistics.fmean(values)
+    if len(values) < 2:
+        return Stat(mean, None, None, 1)
+    rng = random.Random(seed)
+    means = sorted(statistics.fmean(rng.choices(values, k=len(values))) for _ in range(BOOTSTRAP_SAMPLES))
+    tail = (1 - CONFIDENCE) / 2
+    return Stat(mean, means[int(tail * BOOTSTRAP_SAMPLES)], means[int((1 - tail) * BOOTSTRAP_SAMPLES) - 1],
+                len(values))
 
 
 def _value(record: Record, metric: str) -> float | None:
@@ -70,18 +84,14 @@ def _value(record: Record, metric: str) -> float | None:
 
 def aggregate(records: Iterable[Record], metric: str,
               key: Callable[[Record], Hashable]) -> dict[Hashable, Stat]:
-    """Group records by ``key``; per group, per-seed means over targets, then a :class:`Stat` over seeds."""
-    per_seed: dict[Hashable, dict[Any, list[float]]] = defaultdict(lambda: defaultdict(list))
+    """Group records by ``key``; per group, a :class:`Stat` over its (target, seed) records."""
+    groups: dict[Hashable, list[tuple[str, float]]] = defaultdict(list)
     for r in records:
         v = _value(r, metric)
         if v is not None:
-            per_seed[key(r)][r.get("seed")].append(v)
-    out = {}
-    for k, seeds in per_seed.items():
-        stat = summarize([statistics.fmean(vs) for _, vs in sorted(seeds.items(), key=lambda kv: str(kv[0]))])
-        if stat is not None:
-            out[k] = stat
-    return out
+            groups[key(r)].append((f"{r.get('target')}/{r.get('seed')}", v))
+    # a fixed order of values, so the bootstrap does not depend on the store's order
+    return {k: summarize([v for _, v in sorted(vs)]) for k, vs in groups.items()}
 
 
 def setting(record: Record) -> dict[str, Any]:
@@ -139,7 +149,7 @@ class Column:
     group: str = ""  # spanning header, e.g. the dataset
     higher: bool | None = None  # direction for bold; None: never bold
     digits: int = 1
-    ratio: bool = False  # a plain ratio (×), no std or n
+    ratio: bool = False  # a plain ratio (×), no interval or n
 
 
 @dataclass
@@ -241,7 +251,7 @@ def cost_table(records: Sequence[Record]) -> Table:
         base = table.rows[ref][1][j]
         for (lab, cells), (_, new) in zip(table.rows, rows):
             c = cells[j]
-            ratio = Stat(c.mean / base.mean, None, c.n) if c and base and base.mean > 0 else None
+            ratio = Stat(c.mean / base.mean, None, None, c.n) if c and base and base.mean > 0 else None
             new += [c, ratio]
     table.columns, table.rows = columns, rows
     table.note += f" × {REFERENCE_METHOD}: ratio of the mean to {REFERENCE_METHOD}'s."
@@ -284,10 +294,13 @@ def build_tables(records: Sequence[Record]) -> list[Table]:
     if not records:
         return []
     tables = [
-        metric_table(records, ("usr", "gur"), "table1", "Unlearning success and utility retention (Table 1)",
-                     "USR: % of known forget probes no longer answered; GUR: % of general utility kept."),
+        metric_table(records, ("usr", "usr_seen", "gur", "locality"), "table1",
+                     "Unlearning success and utility retention (Table 1)",
+                     "USR: % of known held-out forget probes no longer answered (the headline); USR seen: the same "
+                     "on the request's own strings; GUR: % of general utility kept; Locality: % of neighbour "
+                     "knowledge kept."),
         metric_table(records, ("rap",), "rap", "Relearning attack (RAP)",
-                     "% of forgotten answers that return after a short relearning fine-tune; lower is better."),
+                     "% of known held-out forget probes answered after a short relearning fine-tune; lower is better."),
         metric_table(records, ("mia",), "mia", "Model identity alignment (MIA)",
                      "Cosine similarity of next-token distributions to the untouched model; "
                      "higher is closer (the paper's Table 3 marks it lower-is-better)."),
@@ -297,7 +310,8 @@ def build_tables(records: Sequence[Record]) -> list[Table]:
 
 
 # -- rendering ----------------------------------------------------------------
-AGGREGATION_NOTE = "Cells: mean ± std over seeds (per-seed mean over targets), n = runs; best per column in bold."
+AGGREGATION_NOTE = ("Cells: mean [95% bootstrap CI] over targets × seeds, n = records (target, seed); "
+                    "best mean per column in bold.")
 
 
 def _num(x: float, digits: int) -> str:
@@ -305,13 +319,13 @@ def _num(x: float, digits: int) -> str:
 
 
 def _parts(cell: Stat | None, col: Column) -> tuple[str, str, str]:
-    """(mean, std, n) texts; empty strings where absent."""
+    """(mean, interval, n) texts; empty strings where absent."""
     if cell is None:
         return "", "", ""
     if col.ratio:
         return f"{_num(cell.mean, col.digits)}×", "", ""
-    std = _num(cell.std, col.digits) if cell.std is not None else ""
-    return _num(cell.mean, col.digits), std, str(cell.n)
+    ci = f"[{_num(cell.lo, col.digits)}, {_num(cell.hi, col.digits)}]" if cell.lo is not None else ""
+    return _num(cell.mean, col.digits), ci, str(cell.n)
 
 
 def _arrow(col: Column, up: str, down: str) -> str:
@@ -330,12 +344,11 @@ def to_markdown(table: Table) -> str:
     for i, (label, cells) in enumerate(table.rows):
         out = [label.replace("|", "\\|")]
         for j, (cell, col) in enumerate(zip(cells, table.columns)):
-            mean, std, n = _parts(cell, col)
+            mean, ci, n = _parts(cell, col)
             if not mean:
                 out.append("–")
                 continue
-            value = f"{mean} ± {std}" if std else mean
-            out.append((f"**{value}**" if i in best[j] else value) + (f" (n={n})" if n else ""))
+            out.append((f"**{mean}**" if i in best[j] else mean) + (f" {ci}" if ci else "") + (f" (n={n})" if n else ""))
         lines.append("| " + " | ".join(out) + " |")
     lines += [""] + [f"- {line}" for line in [AGGREGATION_NOTE] + table.provenance.lines()]
     return "\n".join(lines) + "\n"
@@ -380,12 +393,12 @@ def to_latex(table: Table) -> str:
     for i, (label, cells) in enumerate(table.rows):
         out = [latex_escape(label)]
         for j, (cell, col) in enumerate(zip(cells, table.columns)):
-            mean, std, n = _parts(cell, col)
+            mean, ci, n = _parts(cell, col)
             if not mean:
                 out.append("--")
                 continue
-            value = latex_escape(mean) + (rf" $\pm$ {std}" if std else "")
-            out.append((rf"\textbf{{{value}}}" if i in best[j] else value) + (rf" {{\scriptsize ({n})}}" if n else ""))
+            value = rf"\textbf{{{latex_escape(mean)}}}" if i in best[j] else latex_escape(mean)
+            out.append(value + (rf" {{\scriptsize {ci}}}" if ci else "") + (rf" {{\scriptsize ({n})}}" if n else ""))
         lines.append(" & ".join(out) + r" \\")
     notes = [AGGREGATION_NOTE + " Small numbers: n."] + table.provenance.lines()
     lines += [r"\bottomrule", r"\end{tabular}", r"\par\vspace{2pt}\footnotesize",
@@ -394,17 +407,17 @@ def to_latex(table: Table) -> str:
 
 
 def to_csv(table: Table) -> str:
-    """One row per table row; for each column ``<key>_mean``, ``_std``, ``_n``; provenance as ``#`` lines."""
+    """One row per table row; for each column ``<key>_mean``, ``_lo``, ``_hi``, ``_n``; provenance as ``#`` lines."""
     buf = io.StringIO()
     for line in [table.title, AGGREGATION_NOTE] + table.provenance.lines():
         buf.write(f"# {line}\n")
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(["row"] + [f"{c.key}_{s}" for c in table.columns for s in ("mean", "std", "n")])
+    w.writerow(["row"] + [f"{c.key}_{s}" for c in table.columns for s in ("mean", "lo", "hi", "n")])
     for label, cells in table.rows:
         row: list[Any] = [label]
         for cell in cells:
-            row += ["", "", ""] if cell is None else [
-                repr(cell.mean), "" if cell.std is None else repr(cell.std), cell.n]
+            row += ["", "", "", ""] if cell is None else [
+                repr(cell.mean), "" if cell.lo is None else repr(cell.lo), "" if cell.hi is None else repr(cell.hi), cell.n]
         w.writerow(row)
     return buf.getvalue()
 
@@ -430,10 +443,9 @@ def to_html_section(table: Table) -> str:
     for i, (label, cells) in enumerate(table.rows):
         tds = [f"<td>{e(label)}</td>"]
         for j, (cell, col) in enumerate(zip(cells, table.columns)):
-            mean, std, n = _parts(cell, col)
-            value = f"{mean} ± {std}" if std else mean
-            value = f"<b>{e(value)}</b>" if value and i in best[j] else e(value or "–")
-            tds.append(f"<td>{value}" + (f' <span class="n">(n={n})</span>' if n else "") + "</td>")
+            mean, ci, n = _parts(cell, col)
+            value = f"<b>{e(mean)}</b>" if mean and i in best[j] else e(mean or "–")
+            tds.append(f"<td>{value}" + (f" {e(ci)}" if ci else "") + (f' <span class="n">(n={n})</span>' if n else "") + "</td>")
         parts.append("<tr>" + "".join(tds) + "</tr>")
     parts.append("</tbody></table>")
     parts += [f'<p class="prov">{e(line)}</p>' for line in [AGGREGATION_NOTE] + table.provenance.lines()]

@@ -115,6 +115,11 @@ def test_eco_edits_no_weight_and_corrupts_only_flagged_prompts(setting):
     one = tok(utility_prompt, return_tensors="pt")["input_ids"][:, -1:]
     assert torch.equal(edit.model(input_ids=one).logits, original(input_ids=one).logits)
     assert forget_nll(edit.model, tok, request.facts) > forget_nll(original, tok, request.facts)
+    # after the evaluation, the share of each scored set its classifier flags is recorded
+    sets = {"forget_qa": request.target.probes["forget_qa"], "utility": setting["bench"].utility}
+    flagged = edit.evaluation_info(sets)["flagged"]
+    assert set(flagged) == {"forget_qa", "utility"} and all(0.0 <= v <= 1.0 for v in flagged.values())
+    assert flagged["utility"] < 0.5
 
 
 def test_scrub_teacher_stays_frozen(setting, monkeypatch):

@@ -51,28 +51,47 @@ def row(table, label):
     return dict(zip([c.key for c in table.columns], dict(table.rows)[label]))
 
 
-def test_mean_std_n_over_seeds(tables):
+def test_mean_ci_n_over_targets_and_seeds(tables):
     t1 = tables["table1"]
     assert [label for label, _ in t1.rows] == ["fullgrad", "ga", "r2f", "r2f [rank=4]"]
     cell = row(t1, "r2f")["rwku.usr"]
-    assert (cell.mean, cell.std, cell.n) == (82.0, 1.0, 3)  # per-seed means 81, 82, 83
+    assert (cell.mean, cell.n) == (82.0, 6)  # 80..84 over 2 targets x 3 seeds
+    assert 80.0 <= cell.lo < 82.0 < cell.hi <= 84.0
     variant = row(t1, "r2f [rank=4]")
-    assert (variant["rwku.usr"].mean, variant["rwku.usr"].std, variant["rwku.usr"].n) == (10.0, None, 1)
+    assert (variant["rwku.usr"].mean, variant["rwku.usr"].lo, variant["rwku.usr"].n) == (10.0, None, 1)
     assert variant["wmdp.usr"] is None
     assert summarize([]) is None
 
 
+def test_bootstrap_interval_covers_the_mean_at_its_stated_rate():
+    """Over many samples from a known distribution, the 95% interval holds the true mean about 95% of the time."""
+    import random
+
+    rng = random.Random(1)
+    hits = 0
+    for i in range(200):
+        values = [rng.gauss(10.0, 3.0) for _ in range(30)]
+        stat = summarize(values, seed=i)
+        hits += stat.lo <= 10.0 <= stat.hi
+    assert 0.88 <= hits / 200 <= 0.99
+    same = [5.0] * 4
+    assert summarize(same) == summarize(same) and summarize(same).lo == summarize(same).hi == 5.0
+
+
 def test_bold_best_respects_direction(tables):
+    import re
+
     md = to_markdown(tables["table1"])
-    assert "| r2f | **82.0 ± 1.0** (n=3) | **97.0 ± 1.0** (n=3) |" in md
-    assert "| fullgrad | 52.0 ± 1.0 (n=3) |" in md
+    ci = r"\[\d+\.\d, \d+\.\d\] \(n=6\)"
+    assert re.search(rf"\| r2f \| \*\*82\.0\*\* {ci} \| – \| \*\*97\.0\*\* {ci} \|", md)
+    assert re.search(rf"\| fullgrad \| 52\.0 {ci} \|", md)
     rap = to_markdown(tables["rap"])  # lower is better
-    assert "| ga | **12.0 ± 1.0** (n=3) |" in rap and "**22.0" not in rap
-    assert "**0.920 ± 0.010** (n=3)" in to_markdown(tables["mia"])
+    assert re.search(rf"\| ga \| \*\*12\.0\*\* {ci} \|", rap) and "**22.0" not in rap
+    assert "**0.920** [" in to_markdown(tables["mia"])
     cost = tables["cost"]
     ratio = row(cost, "r2f")["rwku.seconds_vs_fullgrad"]
     assert ratio.mean == pytest.approx(4 / 12) and "0.33×" in to_markdown(cost)
-    assert "| r2f [rank=4] | **1.00** (n=1) | 0.08× |" in to_markdown(cost)
+    assert "| r2f [rank=4] | **1.00** [1.00, 1.00] (n=2) | 0.08× |" in to_markdown(cost)
 
 
 def test_all_formats_state_provenance(tables):
@@ -83,15 +102,16 @@ def test_all_formats_state_provenance(tables):
             for needle in (TARGET, PROXY, "rwku-rev1", "r2f-bench 0.1.0", "torch 2.13.0"):
                 assert needle in text, (fmt, needle)
     tex = rendered["latex"]["tables.tex"]
-    assert r"\toprule" in tex and r"\cmidrule(lr){2-3}" in tex and r"\textbf{82.0 $\pm$ 1.0} {\scriptsize (3)}" in tex
-    assert r"\multicolumn{2}{c}{wmdp}" in tex and r"$\times$ fullgrad" in tex
+    assert r"\toprule" in tex and r"\cmidrule(lr){2-5}" in tex and r"\textbf{82.0} {\scriptsize [" in tex
+    assert r"\multicolumn{4}{c}{wmdp}" in tex and r"$\times$ fullgrad" in tex
     page = rendered["html"]["tables.html"]
-    assert page.startswith("<!DOCTYPE html>") and "<style>" in page and "<b>82.0 ± 1.0</b>" in page
+    assert page.startswith("<!DOCTYPE html>") and "<style>" in page and "<b>82.0</b> [" in page
     assert "<script" not in page and "src=" not in page and "href=" not in page
     table1 = rendered["csv"]["table1.csv"]
     rows = list(csv.DictReader(io.StringIO("\n".join(l for l in table1.splitlines() if not l.startswith("#")))))
     r2f = next(r for r in rows if r["row"] == "r2f")
-    assert (float(r2f["rwku.usr_mean"]), float(r2f["rwku.usr_std"]), r2f["rwku.usr_n"]) == (82.0, 1.0, "3")
+    assert (float(r2f["rwku.usr_mean"]), r2f["rwku.usr_n"]) == (82.0, "6")
+    assert float(r2f["rwku.usr_lo"]) < 82.0 < float(r2f["rwku.usr_hi"])
 
 
 def test_transfer_matrix():
@@ -105,7 +125,7 @@ def test_transfer_matrix():
     assert [c.group for c in matrix.columns] == ["embedded:gpt2-h64-l2"] * 2 + ["embedded:llama-h64-l2"] * 2
     cells = row(matrix, "embedded:gpt2-h128-l4")
     assert cells["embedded:gpt2-h64-l2.usr"].mean == 70.5 and cells["embedded:llama-h64-l2.usr"] is None
-    assert "**70.5 ± 0.7** (n=2)" in to_markdown(matrix)
+    assert "**70.5** [70.0, 71.0] (n=2)" in to_markdown(matrix)
 
 
 def test_table_command_writes_every_format(tmp_path, capsys):
@@ -118,7 +138,7 @@ def test_table_command_writes_every_format(tmp_path, capsys):
     args.func(args)
     written = sorted(p.name for p in (store.root / "tables").iterdir())
     assert written == ["cost.csv", "mia.csv", "rap.csv", "table1.csv", "tables.html", "tables.md", "tables.tex"]
-    assert "**82.0 ± 1.0** (n=3)" in capsys.readouterr().out
+    assert "**82.0** [" in capsys.readouterr().out
     args = parser.parse_args(["table", "--output", str(tmp_path / "empty")])
     with pytest.raises(UserError, match="no results"):
         args.func(args)
