@@ -23,7 +23,10 @@ def loads():
     """(task, data dir, forget source) for every registered task: the bundled sample,
     and ../shared/data when it is there."""
     out = []
-    for name, cls in sorted(registry().tasks.items()):
+    names = [info.name for info in registry().listing("task")]
+    assert {"rwku", "wmdp", "muse", "waterdrum"} <= set(names)
+    for name in names:
+        cls = registry().task(name)
         for source in cls.forget_sources or (None,):
             out.append(pytest.param(name, None, source, id=f"{name}-sample-{source}"))
             if name not in SHARED:
