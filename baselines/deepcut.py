@@ -42,15 +42,15 @@ from r2f_plugin import hookimpl
 from r2f_plugin.errors import UserError
 from r2f_plugin.one_step import all_views
 from r2f_plugin.training import BatchParams, adamw, cycle_batches, encode, logits_nll, optimise
-from r2f_plugin.unlearner import Edit, Unlearner
+from r2f_plugin.unlearner import Edit, Unlearner, at_least, positive
 
 
 @dataclass
 class DeepCutParams(BatchParams):
-    steps: int = field(default=5, metadata={"help": "AdamW steps"})
-    lr: float = field(default=5e-4, metadata={"help": "learning rate (tuned on the dev split)"})
+    steps: int = field(default=5, metadata={"help": "AdamW steps", "check": at_least(1)})
+    lr: float = field(default=5e-4, metadata={"help": "learning rate (tuned on the dev split)", "check": positive})
     beta: float = field(default=1.0, metadata={"help": "weight of the contrastive forgetting loss"})
-    tau: float = field(default=0.1, metadata={"help": "InfoNCE temperature"})
+    tau: float = field(default=0.1, metadata={"help": "InfoNCE temperature", "check": positive})
 
 
 def pooled(model, batch) -> tuple[torch.Tensor, torch.Tensor]:

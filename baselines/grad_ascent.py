@@ -31,13 +31,13 @@ from dataclasses import dataclass, field
 from r2f_plugin import hookimpl
 from r2f_plugin.gradients import unlearning_loss
 from r2f_plugin.training import BatchParams, adamw, cycle_batches, optimise
-from r2f_plugin.unlearner import Edit, Unlearner
+from r2f_plugin.unlearner import Edit, Unlearner, at_least, positive
 
 
 @dataclass
 class GradAscentParams(BatchParams):
-    steps: int = field(default=5, metadata={"help": "AdamW steps on the forget facts (fixed for every target)"})
-    lr: float = field(default=7e-4, metadata={"help": "learning rate (tuned on the dev split; Jang et al.: 5e-5 on GPT-Neo)"})
+    steps: int = field(default=5, metadata={"help": "AdamW steps on the forget facts (fixed for every target)", "check": at_least(1)})
+    lr: float = field(default=7e-4, metadata={"help": "learning rate (tuned on the dev split; Jang et al.: 5e-5 on GPT-Neo)", "check": positive})
 
 
 class GradAscent(Unlearner):

@@ -33,12 +33,12 @@ from dataclasses import dataclass, field
 from r2f_plugin import hookimpl
 from r2f_plugin.lora import average, lora_gradients, lora_probe, lora_step_direction
 from r2f_plugin.one_step import OneStepUnlearner, StepParams
-from r2f_plugin.unlearner import tuned
+from r2f_plugin.unlearner import at_least, tuned
 
 
 @dataclass
 class LoraParams(StepParams):
-    rank: int = field(default=8, metadata={"help": "LoRA rank of the adapters (R2F paper default 8, as R2F)"})
+    rank: int = field(default=8, metadata={"help": "LoRA rank of the adapters (R2F paper default 8, as R2F)", "check": at_least(1)})
 
 
 class LoraSingle(OneStepUnlearner):

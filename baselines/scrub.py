@@ -47,14 +47,14 @@ import torch
 from r2f_plugin import hookimpl
 from r2f_plugin.training import BatchParams, adamw, answer_kl, batch_logits, batches, encode, logits_nll, optimise
 from r2f_plugin.one_step import all_views
-from r2f_plugin.unlearner import Edit, Unlearner
+from r2f_plugin.unlearner import Edit, Unlearner, at_least, positive
 
 
 @dataclass
 class ScrubParams(BatchParams):
-    msteps: int = field(default=2, metadata={"help": "epochs that include a max-step on the forget data (Kurmanji et al.)"})
-    epochs: int = field(default=3, metadata={"help": "total epochs; every epoch has a min-step pass on the retain data"})
-    lr: float = field(default=3e-4, metadata={"help": "AdamW learning rate (tuned on the dev split; original 5e-4 on image models)"})
+    msteps: int = field(default=2, metadata={"help": "epochs that include a max-step on the forget data (Kurmanji et al.)", "check": at_least(0)})
+    epochs: int = field(default=3, metadata={"help": "total epochs; every epoch has a min-step pass on the retain data", "check": at_least(1)})
+    lr: float = field(default=3e-4, metadata={"help": "AdamW learning rate (tuned on the dev split; original 5e-4 on image models)", "check": positive})
     alpha: float = field(default=1.0, metadata={"help": "weight of KL(teacher‖student) in the min-step"})
     gamma: float = field(default=1.0, metadata={"help": "weight of the retain answer cross-entropy in the min-step"})
 

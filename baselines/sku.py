@@ -53,7 +53,7 @@ from r2f_plugin.lora import lora_adapters, lora_layers
 from r2f_plugin.one_step import all_views
 from r2f_plugin.training import (BatchParams, adamw, answer_kl, answer_nll, batch_logits, cycle_batches, encode,
                                  optimise)
-from r2f_plugin.unlearner import Edit, Unlearner
+from r2f_plugin.unlearner import Edit, Unlearner, at_least, positive
 
 QV_MODULES = {"gpt2": ("c_attn",)}
 DEFAULT_QV = ("q_proj", "v_proj")
@@ -61,13 +61,13 @@ DEFAULT_QV = ("q_proj", "v_proj")
 
 @dataclass
 class SkuParams(BatchParams):
-    steps: int = field(default=10, metadata={"help": "stage-1 AdamW steps (linear decay to 0)"})
-    lr: float = field(default=7e-3, metadata={"help": "stage-1 learning rate (tuned on the dev split; authors: 2e-5 for 1000 steps)"})
+    steps: int = field(default=10, metadata={"help": "stage-1 AdamW steps (linear decay to 0)", "check": at_least(1)})
+    lr: float = field(default=7e-3, metadata={"help": "stage-1 learning rate (tuned on the dev split; authors: 2e-5 for 1000 steps)", "check": positive})
     eps_gd: float = field(default=0.5, metadata={"help": "weight of guided distortion (authors: 0.5)"})
     eps_rd: float = field(default=1.0, metadata={"help": "weight of random disassociation (authors: 1)"})
     eps_pd: float = field(default=1.0, metadata={"help": "weight of preservation divergence, −KL on retain data (authors: 1)"})
-    k_random: int = field(default=5, metadata={"help": "random answers per forget prompt (authors: K=5)"})
-    rank: int = field(default=32, metadata={"help": "stage-1 LoRA rank (authors: 32)"})
+    k_random: int = field(default=5, metadata={"help": "random answers per forget prompt (authors: K=5)", "check": at_least(1)})
+    rank: int = field(default=32, metadata={"help": "stage-1 LoRA rank (authors: 32)", "check": at_least(1)})
     alpha: float = field(default=16.0, metadata={"help": "stage-1 LoRA alpha (authors: 16)"})
     lam: float = field(default=1.0, metadata={"help": "negation strength λ: θ − λ·τ"})
 

@@ -138,13 +138,14 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=f"list installed {name}")
         p.add_argument("--json", action="store_true")
         p.set_defaults(func=cmd_list(kind))
-    from r2f_plugin import decoder_cli
+    from r2f_plugin import cache_cli, decoder_cli
     from r2f_plugin.plots import add_plot_parser
     from r2f_plugin.sweep import add_sweep_parser
     from r2f_plugin.tables import add_table_parser
     from r2f_plugin.tune import add_tune_parser
 
     decoder_cli.add_parser(sub)
+    cache_cli.add_parser(sub)
     add_tune_parser(sub)
     add_sweep_parser(sub)
     add_table_parser(sub)

@@ -22,7 +22,7 @@ import torch
 
 from r2f_plugin.data import Probe
 from r2f_plugin.errors import UserError
-from r2f_plugin.storage import atomic_dir
+from r2f_plugin.storage import atomic_dir, set_aside
 from r2f_plugin.training import MAX_LENGTH, answer_accuracy, finetune
 
 CACHE_VERSION = "4"
@@ -148,12 +148,18 @@ def embedded_model(spec: EmbeddedSpec, facts: Sequence[Probe], extra_texts: Sequ
     texts = teaching_texts(facts, extra_texts)
     key = embedded_key(spec, facts, extra_texts, max_epochs, target_accuracy, seed)
     path = cache_root() / "models" / f"{spec.label.replace(':', '-')}-{key}"
-    if (path / "r2f_info.json").is_file():
-        progress(f"embedded model {spec.label}: loaded from cache {path}")
-        tok = PreTrainedTokenizerFast.from_pretrained(path)
-        tok.padding_side = "left"
-        model = AutoModelForCausalLM.from_pretrained(path, use_safetensors=True)
-        return model.to(device).eval(), tok, json.loads((path / "r2f_info.json").read_text())
+    if path.exists():
+        try:
+            info = json.loads((path / "r2f_info.json").read_text())
+            if not isinstance(info, dict) or info.get("key") != key:
+                raise ValueError("r2f_info.json does not describe this model")
+            tok = PreTrainedTokenizerFast.from_pretrained(path)
+            tok.padding_side = "left"
+            model = AutoModelForCausalLM.from_pretrained(path, use_safetensors=True)
+            progress(f"embedded model {spec.label}: loaded from cache {path}")
+            return model.to(device).eval(), tok, info
+        except Exception as exc:  # truncated weights, broken JSON, a missing file: rebuild, never trust
+            set_aside(path, type(exc).__name__, progress)
 
     tok = build_tokenizer(texts)
     for lr in TEACHING_RATES:
@@ -199,17 +205,26 @@ def _save(model: torch.nn.Module, tok: Any, info: dict, path: Path) -> None:
         (tmp / "r2f_info.json").write_text(json.dumps(info, indent=2))
 
 
+def check_model_path(name_or_path: str) -> None:
+    """One line, before anything loads, for a local model path that does not exist."""
+    if name_or_path.startswith((".", "/", "~")) and not Path(name_or_path).expanduser().exists():
+        raise UserError(f"model path {name_or_path} does not exist; pass a local directory with safetensors weights, "
+                        f"or a hub name such as mistralai/Mistral-7B-v0.1.")
+
+
 def hf_model(name_or_path: str, trust_remote_code: bool = False, dtype: str = "float32") -> tuple[torch.nn.Module, Any]:
     """Load a Hugging Face causal LM and its tokenizer by hub name or local path."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    check_model_path(name_or_path)
     try:
         tok = AutoTokenizer.from_pretrained(name_or_path, trust_remote_code=trust_remote_code)
         model = AutoModelForCausalLM.from_pretrained(name_or_path, trust_remote_code=trust_remote_code,
                                                      dtype=getattr(torch, dtype), use_safetensors=True)
-    except (OSError, ValueError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise UserError(f"cannot load model {name_or_path!r} ({first}); pass a local directory with safetensors weights, or a hub name reachable from here.") from None
+    except Exception as exc:  # missing files, corrupt weights, an architecture that is no causal LM, no network
+        first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+        raise UserError(f"cannot load model {name_or_path!r} ({type(exc).__name__}: {first}); pass a causal LM as a local "
+                        f"directory with safetensors weights, or a hub name reachable from here.") from None
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
     tok.padding_side = "left"

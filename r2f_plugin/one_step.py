@@ -13,15 +13,16 @@ from typing import Any, Callable
 import torch
 
 from r2f_plugin.data import ForgetRequest, Probe
-from r2f_plugin.gradients import apply_step, linear_weights
+from r2f_plugin.gradients import LOSSES, apply_step, linear_weights
 from r2f_plugin.lora import target_modules
-from r2f_plugin.unlearner import Context, Edit, Unlearner
+from r2f_plugin.unlearner import Context, Edit, Unlearner, fraction, one_of
 
 
 @dataclass
 class StepParams:
-    step: float = field(default=0.01, metadata={"help": "relative step: ‖ΔW‖ = step · ‖W‖ over the updated matrices"})
-    loss: str = field(default="unlikelihood", metadata={"help": "unlearning loss: ascent (log-likelihood of the answer) or unlikelihood (−log(1−p))"})
+    step: float = field(default=0.01, metadata={"help": "relative step: ‖ΔW‖ = step · ‖W‖ over the updated matrices", "check": fraction})
+    loss: str = field(default="unlikelihood", metadata={"help": "unlearning loss: ascent (log-likelihood of the answer) or unlikelihood (−log(1−p))",
+                                                               "check": one_of(*LOSSES)})
 
 
 def all_views(request: ForgetRequest) -> list[Probe]:

@@ -77,10 +77,16 @@ class PluginRegistry:
         if self._collected:
             return
         self.methods, self.tasks, self.info = {}, {}, {}
-        for impl in self.pm.hook.register_unlearners.get_hookimpls():
-            impl.function(register=self._registrar("method", impl.plugin))
-        for impl in self.pm.hook.register_tasks.get_hookimpls():
-            impl.function(register=self._registrar("task", impl.plugin))
+        for kind, hook in (("method", self.pm.hook.register_unlearners), ("task", self.pm.hook.register_tasks)):
+            for impl in hook.get_hookimpls():
+                try:
+                    impl.function(register=self._registrar(kind, impl.plugin))
+                except UserError:
+                    raise
+                except Exception as exc:  # a broken third-party hook must not stop the rest
+                    name, dist, _ = self._origin.get(id(impl.plugin), ("?", "local", "0"))
+                    warnings.warn(f"r2f-bench plugin {name!r} (distribution {dist}) failed in {hook.name} and was "
+                                  f"skipped: {type(exc).__name__}: {exc}", stacklevel=3)
         self._collected = True
 
     def _registrar(self, kind: str, plugin: Any):

@@ -37,23 +37,25 @@ import torch
 
 from r2f_plugin import hookimpl
 from r2f_plugin.data import ForgetRequest, Probe
-from r2f_plugin.decoder import GradientDecoder, fit
+from r2f_plugin.decoder import KINDS, GradientDecoder, fit
 from r2f_plugin.errors import UserError
 from r2f_plugin.gradients import CosineMeter
 from r2f_plugin.lora import LoraGrad, grouped_lora_gradients, lora_gradients, lora_layers, lora_probe, role_of
 from r2f_plugin.one_step import OneStepUnlearner, StepParams, all_views
-from r2f_plugin.unlearner import Context, tuned
+from r2f_plugin.storage import set_aside
+from r2f_plugin.unlearner import Context, at_least, one_of, tuned
 
 AGGREGATES = ("before", "after")
 
 
 @dataclass
 class R2FParams(StepParams):
-    rank: int = field(default=8, metadata={"help": "LoRA rank of the gradient probes (paper default 8)"})
-    decoder: str = field(default="two_sided", metadata={"help": "decoder form: two_sided or projection"})
-    aggregate: str = field(default="before", metadata={"help": "average each fact's views, then decode (before; the paper's order) or decode every view, then average (after: closer to the exact gradient, 5x the memory)"})
+    rank: int = field(default=8, metadata={"help": "LoRA rank of the gradient probes (paper default 8)", "check": at_least(1)})
+    decoder: str = field(default="two_sided", metadata={"help": "decoder form: two_sided or projection", "check": one_of(*KINDS)})
+    aggregate: str = field(default="before", metadata={"help": "average each fact's views, then decode (before; the paper's order) or decode every view, then average (after: closer to the exact gradient, 5x the memory)",
+                                                           "check": one_of(*AGGREGATES)})
     decoder_path: str = field(default="", metadata={"help": "load this fitted decoder (.safetensors) instead of fitting one"})
-    fit_examples: int = field(default=1000, metadata={"help": "max proxy examples for fitting (paper: 1k)"})
+    fit_examples: int = field(default=1000, metadata={"help": "max proxy examples for fitting (paper: 1k)", "check": at_least(1)})
 
 
 def units(views: Sequence[Sequence[Probe]], aggregate: str) -> list[list[Probe]]:
@@ -96,9 +98,13 @@ class R2F(OneStepUnlearner):
         key = hashlib.sha256(json.dumps([ctx.proxy_key or ctx.proxy_id, p.rank, p.decoder, p.aggregate, p.loss, ctx.seed,
                                          [[v.prompt for v in view] for view in views]]).encode()).hexdigest()[:16]
         path = ctx.cache_dir / "decoders" / f"{p.decoder}-r{p.rank}-{p.aggregate}-{key}.safetensors"
-        if path.is_file():
-            ctx.progress(f"r2f: decoder loaded from {path}")
-            return GradientDecoder.load(path)
+        if path.exists():
+            try:
+                decoder = GradientDecoder.load(path)
+                ctx.progress(f"r2f: decoder loaded from {path}")
+                return decoder
+            except UserError as exc:
+                set_aside(path, "not a readable decoder", ctx.progress)
         proxy, proxy_tok = ctx.proxy()
         decoder = fit_decoder(proxy, proxy_tok, views, p.rank, p.decoder, p.aggregate, p.loss, ctx.seed,
                               {"proxy": ctx.proxy_id, "fit_facts": str(len(facts))}, ctx.progress)

@@ -12,9 +12,9 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-import os
 import platform
 import random
+import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -22,22 +22,22 @@ from typing import Any, Callable
 
 import torch
 
-from r2f_plugin import __version__
+from r2f_plugin import __version__, protocol
 from r2f_plugin.data import ForgetRequest, Probe, Target
 from r2f_plugin.distributed import process_state, single_process_eval
 from r2f_plugin.errors import UserError
 from r2f_plugin.lmeval import evaluate_probes
 from r2f_plugin.measure import measure
-from r2f_plugin import protocol
 from r2f_plugin.metrics import identity_alignment, mean, pooled, recovery, retention, usr
-from r2f_plugin.models import (DEFAULT_PROXY, DEFAULT_TARGET, EmbeddedSpec, cache_root, embedded_key,
-                               embedded_model, hf_model)
+from r2f_plugin.models import (DEFAULT_PROXY, DEFAULT_TARGET, EmbeddedSpec, cache_root, check_model_path,
+                               embedded_key, embedded_model, hf_model)
 from r2f_plugin.plugins import registry
-from r2f_plugin.storage import append_line, atomic_dir, atomic_write_text, check_writable
+from r2f_plugin.storage import append_line, atomic_dir, atomic_write_text, check_writable, set_aside
+from r2f_plugin.store import json_safe
 from r2f_plugin.task import data_path
 from r2f_plugin.training import finetune
 from r2f_plugin.unlearner import Context, Edit
-from r2f_plugin.views import build_views, make_paraphraser
+from r2f_plugin.views import build_views, check_paraphraser, make_paraphraser
 
 EVAL_VERSION = "2"
 SPLITS = ("eval", "dev")
@@ -89,22 +89,40 @@ class Run:
         self.params = self.method_cls.parse_params(config.params)
         if config.split not in SPLITS:
             raise UserError(f"unknown split {config.split!r}; use {' or '.join(SPLITS)}.")
+        for option, value, least in (("--views", config.views, 1), ("--dev-targets", config.dev_targets, 0),
+                                     ("--retain-items", config.retain_items, 0), ("--limit", config.limit, 1)):
+            if value is not None and value < least:
+                raise UserError(f"{option} must be at least {least}, got {value}.")
+        check_paraphraser(config.paraphraser)
+        for spec in (config.model, config.proxy):
+            if not spec.startswith("embedded"):
+                check_model_path(spec)
         self.out_dir = Path(config.output)
         check_writable(self.out_dir)
+        if config.save_model:
+            check_writable(Path(config.save_model), "--save-model")
         self._versions = {"r2f-bench": __version__, "torch": torch.__version__,
                           f"method:{config.method}": reg.version_of("method", config.method),
                           f"task:{config.task}": reg.version_of("task", config.task)}
         if config.forget_source is not None and config.forget_source not in self.task.forget_sources:
             choices = ", ".join(self.task.forget_sources) or "none: it has one kind of request"
             raise UserError(f"task {config.task!r} has no forget source {config.forget_source!r}; choices: {choices}.")
-        if config.retain_items < 0:
-            raise UserError(f"--retain-items must be at least 0, got {config.retain_items}.")
         self.bench = self.task.load(data_path(config.data_dir), config.targets, config.limit, config.dev_targets,
                                     config.forget_source)
         protocol.check(self.bench, config.task)
-        self.targets: list[Target] = self.bench.targets if config.split == "eval" else self.bench.dev_targets
-        if not self.targets:
+        targets = self.bench.targets if config.split == "eval" else self.bench.dev_targets
+        self.targets: list[Target] = []
+        for t in targets:
+            if t.request and any(t.probes.get(s) for s in t.probes if s not in self.task.neighbor_sets):
+                self.targets.append(t)
+            else:
+                progress(f"warning: skipping target {t.id}: its {'request' if not t.request else 'forget probe sets'} "
+                         f"are empty in the data; the other targets run")
+        if not self.targets and config.split == "dev":
             raise UserError("the dev split is empty; pass --dev-targets N (N ≥ 1) to evaluate on it.")
+        if not self.targets:
+            raise UserError(f"no {config.task} target has both a request and forget probes in {self.bench.source}; "
+                            f"check the data or pick other --targets.")
         progress(f"{config.task}: {len(self.bench.targets)} evaluation targets, {len(self.bench.dev_targets)} dev targets "
                  f"from {self.bench.source} (revision {self.bench.revision}); running the {config.split} split")
         self._prepared = False
@@ -219,9 +237,8 @@ class Run:
         return sets
 
     def _evaluate(self, model: torch.nn.Module, target: Target, forget_only: bool = False) -> dict[str, list[dict]]:
-        workdir = self.out_dir / "work" / f"{self.config.method}-{self.config.seed}-{os.getpid()}"
-        with single_process_eval():
-            return evaluate_probes(model, self.tokenizer, self.task, self._probe_sets(target, forget_only), workdir)
+        with single_process_eval(), tempfile.TemporaryDirectory(prefix=".work-", dir=self.out_dir) as workdir:
+            return evaluate_probes(model, self.tokenizer, self.task, self._probe_sets(target, forget_only), Path(workdir))
 
     def _untouched(self, target: Target) -> dict[str, Any]:
         """Scores of the untouched model on ``target``, cached on disk."""
@@ -229,8 +246,14 @@ class Run:
                                          self.config.task, self.config.seed, self.bench.request_source,
                                          self.model_info.get("key", "")]).encode()).hexdigest()[:16]
         path = cache_root() / "evals" / f"{self.config.task}-{key}.json"
-        if path.is_file():
-            return json.loads(path.read_text())
+        if path.exists():
+            try:
+                cached = json.loads(path.read_text())
+                if isinstance(cached, dict) and {"scores", "extra"} <= set(cached):
+                    return cached
+                raise ValueError("not an evaluation record")
+            except (OSError, ValueError) as exc:
+                set_aside(path, type(exc).__name__, self.progress)
         result = {"scores": self._evaluate(self.model, target),
                   "extra": self.task.extra_scores(self.model, self.tokenizer, self.bench, target)}
         atomic_write_text(path, json.dumps(result))
@@ -261,6 +284,10 @@ class Run:
         self.progress(f"{self.config.method} on {target.id}: unlearning")
         with measure(self.device) as cost:
             edit = self.method.unlearn(model, request, self.ctx)
+        if not all(torch.isfinite(p).all() for p in edit.model.parameters()):
+            self.progress(f"warning: {self.config.method} on {target.id} left non-finite weights; "
+                          f"recorded as a diverged deletion (no metrics), excluded from tables")
+            return self._diverged(target, request, cost, edit.info, time.time() - t0)
         info = {**edit.info, **self.method.diagnostics(start, request, self.ctx)}
         self.progress(f"{self.config.method} on {target.id}: evaluating")
         after = self._evaluate(edit.model, target)
@@ -287,6 +314,23 @@ class Run:
             self.tokenizer.save_pretrained(tmp)
         self.progress(f"{self.config.method} on {target.id}: unlearned model saved to {path}")
 
+    def _provenance(self, request: ForgetRequest, wall: float) -> dict[str, Any]:
+        """What every record states besides its scores."""
+        return {"request_source": self.bench.request_source,
+                "views": [[p.question for p in view] for view in request.views],
+                "models": {"target": self.model_label, "proxy": self.ctx.proxy_id},
+                "config": self.config.to_dict(), "params": asdict(self.params),
+                "versions": self.versions(), "data_revision": self.bench.revision,
+                "setup_seconds": self.setup_seconds, "wall_seconds": wall, "host": platform.node()}
+
+    def _diverged(self, target: Target, request: ForgetRequest, cost: Any, info: dict, wall: float) -> dict:
+        """The record of a deletion that destroyed the model: a failure, never a score."""
+        return json_safe({"method": self.config.method, "task": self.config.task, "target": target.id,
+                          "seed": self.config.seed, "status": "diverged",
+                          **{m: None for m in ("usr", "usr_seen", "gur", "locality", "rap", "mia")},
+                          "seconds": cost.seconds, "peak_mem_mb": cost.peak_mem_mb, "info": info,
+                          **self._provenance(request, wall)})
+
     def _record(self, target, request, before, after, relearned, extra_after, cost, info, mia, wall) -> dict:
         roles, chance = self.roles(target), self.task.chance
         answered = lambda scores, s: [bool(x.get("answered", x.get("acc", 0.0))) for x in scores.get(s, [])]
@@ -304,6 +348,7 @@ class Run:
         set_after = {s: score(rows) for s, rows in after.items()}
         record = {
             "method": self.config.method, "task": self.config.task, "target": target.id, "seed": self.config.seed,
+            "status": "ok",
             "usr": pooled(by_level, known),
             "usr_seen": pooled(rate(usr, roles["seen"], after), known),
             "usr_by_level": by_level,
@@ -316,22 +361,16 @@ class Run:
             "forget_probes": sum(len(b_scores.get(s, [])) for s in roles["held_out"]),
             "n": {"utility": len(self.bench.utility), "mia_prompts": len(self.bench.general_prompts),
                   "locality": len(locality), "request": len(request.facts), "retain": len(request.retain)},
-            "request_source": self.bench.request_source,
             "roles": roles,
             "official": {"before": {**self.task.official_scores(set_before), **before["extra"]},
                          "after": {**self.task.official_scores(set_after), **extra_after}},
             "set_scores": {"before": set_before, "after": set_after},
             "info": info,
-            "views": [[p.question for p in view] for view in request.views],
-            "models": {"target": self.model_label, "proxy": self.ctx.proxy_id},
-            "config": self.config.to_dict(), "params": asdict(self.params),
-            "versions": self.versions(), "data_revision": self.bench.revision,
-            "setup_seconds": self.setup_seconds, "wall_seconds": wall,
-            "host": platform.node(),
+            **self._provenance(request, wall),
         }
         if "grad_cosine" in info:
             record["grad_cosine"] = info["grad_cosine"]
-        return record
+        return json_safe(record)
 
 
 def run(config: RunConfig, progress: Callable[[str], None] = print) -> list[dict[str, Any]]:
@@ -340,6 +379,6 @@ def run(config: RunConfig, progress: Callable[[str], None] = print) -> list[dict
     records = []
     for target in r.targets:
         record = r.run_target(target)
-        append_line(Path(config.output) / "results.jsonl", json.dumps(record))
+        append_line(Path(config.output) / "results.jsonl", json.dumps(record, allow_nan=False))
         records.append(record)
     return records

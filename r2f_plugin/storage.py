@@ -6,9 +6,10 @@ import errno
 import os
 import shutil
 import tempfile
+import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from r2f_plugin.errors import UserError
 
@@ -59,37 +60,79 @@ def atomic_dir(path: Path) -> Iterator[Path]:
 
 
 def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically, every byte checked and flushed to disk."""
     with atomic_path(path) as tmp:
-        tmp.write_text(text, encoding="utf-8")
+        write_fully(tmp, text.encode("utf-8"))
+
+
+def write_fully(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` (truncating), failing on a short write, then fsync."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            n = os.write(fd, view)
+            if n <= 0:
+                raise OSError(errno.ENOSPC, "short write")
+            view = view[n:]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def append_line(path: Path, line: str) -> None:
     """Append one line with a single write on an O_APPEND descriptor, then fsync.
 
     POSIX appends of one ``write`` are not interleaved by concurrent writers, so
-    parallel processes may share one JSONL file.
+    parallel processes may share one JSONL file. A write that fails or comes up short
+    (a full disk) is rolled back: the file is cut to its length before the append
+    and the error raised, so no partial line is ever left for the next one to fuse onto.
     """
     data = (line.rstrip("\n") + "\n").encode()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            os.write(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
     except OSError as exc:
         raise _as_user_error(exc, path) from None
+    try:
+        start = os.fstat(fd).st_size
+        try:
+            written = os.write(fd, data)
+            if written != len(data):
+                raise OSError(errno.ENOSPC, f"short write ({written} of {len(data)} bytes)")
+            os.fsync(fd)
+        except OSError as exc:
+            try:
+                os.ftruncate(fd, start)
+            except OSError:
+                pass
+            raise _as_user_error(exc, path) from None
+    finally:
+        os.close(fd)
 
 
-def check_writable(directory: Path) -> None:
-    """Fail early, with one line, if results cannot be written to ``directory``."""
+def set_aside(path: Path, why: str, progress: Callable[[str], None]) -> None:
+    """Move a cache entry that failed to load out of the way (``<name>.corrupt-<time>``),
+    saying so once, so that it is rebuilt and never trusted again."""
+    path = Path(path)
+    aside = path.with_name(f"{path.name}.corrupt-{int(time.time())}")
+    try:
+        os.replace(path, aside)
+    except OSError as exc:
+        raise _as_user_error(exc, path) from None
+    progress(f"warning: cache entry {path} could not be loaded ({why}); moved to {aside.name} and rebuilt")
+
+
+def check_writable(directory: Path, option: str = "--output") -> None:
+    """Fail early, with one line naming ``option``, if nothing can be written to ``directory``."""
+    if directory.exists() and not directory.is_dir():
+        raise UserError(f"{option} {directory} is a file; pass a directory.")
     try:
         directory.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=directory, prefix=".write-test"):
             pass
     except OSError as exc:
-        raise _as_user_error(exc, directory) from None
+        raise UserError(f"cannot write to {option} {directory} ({exc.strerror}); choose a writable directory.") from None
 
 
 def _as_user_error(exc: OSError, path: Path) -> UserError:

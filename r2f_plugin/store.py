@@ -24,21 +24,38 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
+import socket
 import warnings
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from r2f_plugin.storage import append_line, atomic_path
+from r2f_plugin.storage import append_line, atomic_write_text
 
 JOBS_DIR = "jobs"
+LOCKS_DIR = "locks"
 LOG_FILE = "results.jsonl"
 WHERE_FIELDS = ("output", "save_model")  # say where things are written, not what is computed
 
 
 def canonical_json(obj: Any) -> str:
-    """JSON with sorted keys and no whitespace: equal values give equal text."""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    """JSON with sorted keys and no whitespace: equal values give equal text. Strict:
+    a NaN or infinity is a bug upstream (see :func:`json_safe`), never written."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str, allow_nan=False)
+
+
+def json_safe(obj: Any) -> Any:
+    """``obj`` with every non-finite float replaced by ``None`` (JSON ``null``): strict
+    parsers reject ``NaN``, and an undefined metric is absent, not a number."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_safe(v) for v in obj]
+    return obj
 
 
 def job_key(config: Mapping[str, Any], target: str, data_revision: str,
@@ -87,16 +104,38 @@ class Store:
 
         The stored record carries its ``key``; it is returned.
         """
-        stored = {**record, "key": key}
-        text = json.dumps(stored, indent=1, sort_keys=True, default=str) + "\n"
-        with atomic_path(self.path(key)) as tmp:
-            with open(tmp, "w", encoding="utf-8") as f:
-                f.write(text)
-                f.flush()
-                os.fsync(f.fileno())
+        stored = json_safe({**record, "key": key})
+        text = json.dumps(stored, indent=1, sort_keys=True, default=str, allow_nan=False) + "\n"
+        atomic_write_text(self.path(key), text)
         _fsync_dir(self.jobs)
         append_line(self.log, canonical_json(stored))
         return stored
+
+    @contextmanager
+    def claim(self, key: str) -> Iterator[bool]:
+        """Hold ``key``'s lock while its job runs; yields ``False`` if another live process
+        holds it (two sweeps on one store never run the same job twice). A lock left by a
+        process that died on this host is taken over."""
+        lock = self.root / LOCKS_DIR / f"{key}.lock"
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        me = f"{socket.gethostname()} {os.getpid()}"
+        for _ in range(2):
+            try:
+                fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            except FileExistsError:
+                if not _stale(lock):
+                    yield False
+                    return
+                lock.unlink(missing_ok=True)
+                continue
+            os.write(fd, me.encode())
+            os.close(fd)
+            try:
+                yield True
+            finally:
+                lock.unlink(missing_ok=True)
+            return
+        yield False
 
     def keys(self) -> list[str]:
         if not self.jobs.is_dir():
@@ -115,6 +154,20 @@ class Store:
 
     def __len__(self) -> int:
         return len(self.keys())
+
+
+def _stale(lock: Path) -> bool:
+    """Whether ``lock`` was left by a process of this host that no longer runs."""
+    try:
+        host, pid = lock.read_text().split()
+        if host != socket.gethostname():
+            return False
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except (OSError, ValueError):
+        return False
+    return False
 
 
 def _is_key(text: str) -> bool:

@@ -229,13 +229,18 @@ def _run_job(job: Job, runner: Any, store: Store, report: SweepReport, say: Prog
             report.skipped += 1
             say(f"  {target.id}: already done ({key[:12]})")
             continue
-        record = dict(run.run_target(target))
-        record.setdefault("target", target.id)
-        record.setdefault("config", identity)
-        record.setdefault("data_revision", revision)
-        record.setdefault("versions", versions)
-        record.setdefault("params", params)
-        store.put(key, record)
+        with store.claim(key) as mine:
+            if not mine or store.done(key):
+                report.skipped += 1
+                say(f"  {target.id}: {'running in another process' if not mine else 'already done'} ({key[:12]})")
+                continue
+            record = dict(run.run_target(target))
+            record.setdefault("target", target.id)
+            record.setdefault("config", identity)
+            record.setdefault("data_revision", revision)
+            record.setdefault("versions", versions)
+            record.setdefault("params", params)
+            store.put(key, record)
         report.ran += 1
         say(f"  {target.id}: stored {key[:12]}")
 

@@ -27,13 +27,15 @@ import io
 import math
 import random
 import statistics
+import sys
 from collections import defaultdict
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Hashable, Iterable, Mapping, Sequence
 
 from r2f_plugin.errors import UserError
-from r2f_plugin.storage import atomic_write_text
+from r2f_plugin.storage import atomic_path, write_fully
 from r2f_plugin.store import Store, canonical_json
 
 HIGHER_IS_BETTER = {"usr": True, "usr_seen": True, "gur": True, "locality": True, "rap": False, "mia": True,
@@ -291,6 +293,11 @@ def build_tables(records: Sequence[Record]) -> list[Table]:
     Only evaluation-split records count: dev-split runs (``r2f-bench tune``) choose
     hyper-parameters and never enter a leaderboard."""
     records = [r for r in records if r.get("config", {}).get("split", "eval") == "eval"]
+    diverged = defaultdict(int)
+    for r in records:
+        if r.get("status", "ok") != "ok":
+            diverged[str(r.get("method"))] += 1
+    records = [r for r in records if r.get("status", "ok") == "ok"]
     if not records:
         return []
     tables = [
@@ -306,7 +313,12 @@ def build_tables(records: Sequence[Record]) -> list[Table]:
                      "higher is closer (the paper's Table 3 marks it lower-is-better)."),
         cost_table(records),
     ]
-    return tables + transfer_tables(records)
+    tables += transfer_tables(records)
+    if diverged:
+        excluded = ", ".join(f"{m} {n}" for m, n in sorted(diverged.items()))
+        for t in tables:
+            t.note += f" Excluded: {sum(diverged.values())} diverged deletions (non-finite weights; {excluded})."
+    return tables
 
 
 # -- rendering ----------------------------------------------------------------
@@ -473,20 +485,46 @@ def render(tables: Sequence[Table], fmt: str) -> dict[str, str]:
 
 
 # -- command line -------------------------------------------------------------
+def invalid(record: Record) -> str | None:
+    """Why ``record`` cannot enter a table (``None``: it can)."""
+    for name, kind in (("method", str), ("task", str), ("target", str), ("seed", int), ("config", dict)):
+        if not isinstance(record.get(name), kind):
+            return f"field {name!r} missing or not a {kind.__name__}"
+    for metric in HIGHER_IS_BETTER:
+        v = record.get(metric)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
+            return f"metric {metric!r} is {v!r}, not a number"
+    return None
+
+
 def table_command(args: argparse.Namespace) -> None:
     store = Store(args.output)
-    records = list(store.records())
+    records, skipped = [], []
+    for r in store.records():
+        why = invalid(r)
+        if why:
+            skipped.append(f"{r.get('key', '?')[:12]}: {why}")
+        else:
+            records.append(r)
+    for line in skipped:
+        print(f"warning: skipped record {line}", file=sys.stderr)
     if not records:
         raise UserError(f"no results in {store.jobs}; run `r2f-bench sweep --output {args.output}` first, or point --output at a results store.")
     tables = build_tables(records)
     out_dir = Path(args.out_dir) if args.out_dir else store.root / "tables"
-    for fmt in FORMATS if args.format == "all" else [args.format]:
-        for name, text in render(tables, fmt).items():
-            atomic_write_text(out_dir / name, text)
-            print(f"wrote {out_dir / name}")
+    # every format is rendered before anything is written, then the files are replaced together
+    files = {name: text for fmt in (FORMATS if args.format == "all" else [args.format])
+             for name, text in render(tables, fmt).items()}
+    with ExitStack() as stack:
+        temps = {name: stack.enter_context(atomic_path(out_dir / name)) for name in files}
+        for name, text in files.items():
+            write_fully(temps[name], text.encode("utf-8"))
+    for name in files:
+        print(f"wrote {out_dir / name}")
+    print(f"{len(records)} records in the tables" + (f"; {len(skipped)} skipped (see the warnings above)" if skipped else ""))
     if args.format in ("md", "all"):
         print()
-        print(render(tables, "md")["tables.md"])
+        print(files["tables.md"])
 
 
 def add_table_parser(subparsers: Any) -> argparse.ArgumentParser:

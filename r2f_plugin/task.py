@@ -98,19 +98,29 @@ class Task(ABC):
         return f"{self.name}_{probe_set}"
 
 
-def read_json(path: Path, required: tuple[str, ...] = ()) -> Any:
-    """Read a JSON file, failing with one line that names the file and the problem."""
-    if not path.is_file():
+def read_json(path: Path, required: tuple[str, ...] = (), array: bool = True) -> Any:
+    """Read a JSON data file, failing with one line that names the file, the row, the
+    field and what was expected. ``array``: the file must hold a JSON array of objects,
+    each with the ``required`` fields set (not null)."""
+    if path.is_dir() or not path.exists():
         raise UserError(f"missing data file {path}; check --data-dir points at the benchmark's official layout.")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise UserError(f"malformed data file {path}: {exc}; restore the original file.") from None
-    rows = data if isinstance(data, list) else [data]
-    for i, row in enumerate(rows):
-        missing = [k for k in required if not isinstance(row, dict) or k not in row]
-        if missing:
-            raise UserError(f"malformed data file {path}: row {i} lacks field {missing[0]!r}; restore the original file.")
+    if not array:
+        return data
+    if not isinstance(data, list):
+        raise UserError(f"malformed data file {path}: expected a JSON array of rows, got a JSON "
+                        f"{type(data).__name__}; restore the original file.")
+    for i, row in enumerate(data):
+        if required and not isinstance(row, dict):
+            raise UserError(f"malformed data file {path}: row {i} is a {type(row).__name__}, expected an object; restore the original file.")
+        for k in required:
+            if k not in row:
+                raise UserError(f"malformed data file {path}: row {i} lacks field {k!r}; restore the original file.")
+            if row[k] is None:
+                raise UserError(f"malformed data file {path}: row {i} field {k!r} is null; restore the original file.")
     return data
 
 

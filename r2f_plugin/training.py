@@ -15,6 +15,7 @@ import torch.nn.functional as F
 
 from r2f_plugin.data import Probe
 from r2f_plugin.errors import UserError
+from r2f_plugin.unlearner import at_least
 
 # tokens of (prompt + answer) a training or unlearning sequence keeps, from the end: the
 # embedded models' whole context, so a long prompt is cut where lm-eval cuts it when
@@ -95,8 +96,8 @@ class BatchParams:
     """Batching shared by the multi-step baselines: micro-batches of the size every
     method back-propagates in, accumulated to the R2F paper's effective batch of 32."""
 
-    batch_size: int = field(default=8, metadata={"help": "sequences per micro-batch (R2F paper: 8 on RWKU)"})
-    accumulate: int = field(default=4, metadata={"help": "micro-batches per optimiser step (effective batch 32, as in the R2F paper)"})
+    batch_size: int = field(default=8, metadata={"help": "sequences per micro-batch (R2F paper: 8 on RWKU)", "check": at_least(1)})
+    accumulate: int = field(default=4, metadata={"help": "micro-batches per optimiser step (effective batch 32, as in the R2F paper)", "check": at_least(1)})
 
 
 def optimise(opt: torch.optim.Optimizer, loss_fn: Callable[[int], torch.Tensor | None], steps: int,

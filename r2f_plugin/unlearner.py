@@ -17,6 +17,7 @@ may edit in place freely.
 from __future__ import annotations
 
 import dataclasses
+import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -135,18 +136,49 @@ def tuned(params: type, **defaults: Any) -> type:
     return dataclasses.make_dataclass(params.__name__, changed, bases=(params,))
 
 
+# Checks a Params field may declare as ``metadata["check"]``: each returns what a valid
+# value must be (shown to the user), or ``None`` when the value is valid.
+Check = Callable[[Any], "str | None"]
+
+
+def positive(value: float) -> str | None:
+    return None if value > 0 else "> 0"
+
+
+def fraction(value: float) -> str | None:
+    return None if 0 < value <= 1 else "in (0, 1]"
+
+
+def at_least(bound: float) -> Check:
+    return lambda value: None if value >= bound else f">= {bound}"
+
+
+def one_of(*choices: str) -> Check:
+    return lambda value: None if value in choices else f"one of {', '.join(choices)}"
+
+
 def _coerce(raw: str, f: dataclasses.Field, method: str) -> Any:
+    """``raw`` as the field's type, checked: finite numbers, and the field's declared ``check``."""
     kind = type(f.default)
     try:
         if kind is bool:
             if raw.lower() not in {"true", "false", "1", "0", "yes", "no"}:
                 raise ValueError(raw)
-            return raw.lower() in {"true", "1", "yes"}
-        if kind in (tuple, list):
-            return kind(x.strip() for x in raw.split(",") if x.strip())
-        return kind(raw)
+            value: Any = raw.lower() in {"true", "1", "yes"}
+        elif kind in (tuple, list):
+            value = kind(x.strip() for x in raw.split(",") if x.strip())
+        else:
+            value = kind(raw)
     except ValueError:
         raise UserError(f"parameter {f.name!r} of method {method!r} expects a {kind.__name__}, got {raw!r}.") from None
+    problem = None
+    if isinstance(value, float) and not math.isfinite(value):
+        problem = "a finite number"
+    elif "check" in f.metadata:
+        problem = f.metadata["check"](value)
+    if problem:
+        raise UserError(f"parameter {f.name!r} of method {method!r} must be {problem}, got {raw!r}.")
+    return value
 
 
 def parse_assignments(items: list[str]) -> dict[str, str]:

@@ -197,14 +197,22 @@ def build_views(facts: Sequence[Probe], n_views: int, paraphraser: Paraphraser, 
     return views
 
 
+PARAPHRASERS = ("templates", "benchmark", "self")
+
+
+def check_paraphraser(spec: str) -> None:
+    """One line for an unknown ``--paraphraser``, before any model is built."""
+    if spec not in PARAPHRASERS and not (spec.startswith("hf:") and len(spec) > 3):
+        raise UserError(f"unknown paraphraser {spec!r}; use templates, benchmark, self or hf:<model name or path>.")
+
+
 def make_paraphraser(spec: str, model: torch.nn.Module | None = None, tokenizer: Any = None,
                      alternatives: dict[str, list[Probe]] | None = None) -> Paraphraser:
+    check_paraphraser(spec)
     if spec == "templates":
         return Paraphraser()
     if spec == "benchmark":
         return BenchmarkParaphraser(alternatives or {})
     if spec == "self":
         return SelfParaphraser(model, tokenizer)
-    if spec.startswith("hf:"):
-        return Seq2SeqParaphraser(spec[3:])
-    raise UserError(f"unknown paraphraser {spec!r}; use templates, benchmark, self or hf:<model name or path>.")
+    return Seq2SeqParaphraser(spec[3:])

@@ -10,7 +10,6 @@ import torch
 
 from r2f_plugin.data import Probe
 from r2f_plugin.errors import UserError
-from r2f_plugin.task import read_json
 
 T = TypeVar("T")
 
@@ -78,14 +77,6 @@ def dev_ids(ids: list[str], chosen: list[str], n_dev: int) -> list[str]:
     return [i for i in reversed(ids) if i not in chosen][:n_dev]
 
 
-def read_rows(path: Path, required: tuple[str, ...] = ()) -> list:
-    """A data file holding a JSON array (see :func:`r2f_plugin.task.read_json`)."""
-    rows = read_json(path, required)
-    if not isinstance(rows, list):
-        raise UserError(f"malformed data file {path}: expected a JSON array of rows; restore the original file.")
-    return rows
-
-
 def require_fields(rows: list[Any], fields: tuple[str, ...], where: str) -> None:
     """One-line UserError naming ``where`` and the first missing field."""
     for i, row in enumerate(rows):
@@ -97,9 +88,16 @@ def require_fields(rows: list[Any], fields: tuple[str, ...], where: str) -> None
 def resolve_root(data_dir: Path | None, sample: Path) -> tuple[Path, str]:
     """The folder to read and how results name its source."""
     root = Path(data_dir) if data_dir is not None else sample
-    if not root.is_dir():
-        raise UserError(f"data dir {root} does not exist; pass --data-dir pointing at the benchmark's folder.")
+    check_dir(root, "the benchmark's folder")
     return root, SAMPLE_SOURCE if data_dir is None else str(root)
+
+
+def check_dir(root: Path, what: str) -> None:
+    """One line when ``--data-dir`` is missing or is a file."""
+    if root.is_file():
+        raise UserError(f"data dir {root} is a file; pass --data-dir pointing at {what}.")
+    if not root.is_dir():
+        raise UserError(f"data dir {root} does not exist; pass --data-dir pointing at {what}.")
 
 
 def cut_before(text: str, stops: Sequence[str]) -> str:

@@ -44,8 +44,8 @@ from r2f_plugin import hookimpl
 from r2f_plugin.data import Benchmark, Probe, Target
 from r2f_plugin.errors import UserError
 from r2f_plugin.protocol import Scored, hold_out
-from r2f_plugin.task import Task, content_hash
-from tasks.common import corpus_probes, dev_ids, even_split, qa_prompt, read_rows, resolve_root, select_targets
+from r2f_plugin.task import Task, content_hash, read_json
+from tasks.common import corpus_probes, dev_ids, even_split, qa_prompt, resolve_root, select_targets
 from tasks.muse import official
 
 HERE = Path(__file__).parent
@@ -71,7 +71,7 @@ class MuseTarget(Target):
 
 def read_texts(path: Path) -> list[str]:
     """A privleak or raw file: bare strings, or rows with a ``text`` field."""
-    rows = read_rows(path)
+    rows = read_json(path)
     texts = [r if isinstance(r, str) else r.get("text") if isinstance(r, dict) else None for r in rows]
     for i, t in enumerate(texts):
         if not isinstance(t, str):
@@ -99,7 +99,7 @@ class MUSE(Task):
 
         def rows(rel: str, fields: tuple[str, ...]) -> list[dict]:
             read.append(corpus / rel)
-            return read_rows(corpus / rel, fields)
+            return read_json(corpus / rel, fields)
 
         def texts(rel: str) -> list[str]:
             read.append(corpus / rel)

@@ -33,7 +33,7 @@ from r2f_plugin.data import Benchmark, Probe, Target
 from r2f_plugin.errors import UserError
 from r2f_plugin.protocol import Scored, asked, hold_out
 from r2f_plugin.task import Task, content_hash, read_json
-from tasks.common import corpus_probes, seen_probes
+from tasks.common import check_dir, corpus_probes, seen_probes
 
 HERE = Path(__file__).parent
 SAMPLE_DIR = HERE / "sample"
@@ -73,8 +73,7 @@ class RWKU(Task):
              n_dev: int, forget_source: str | None = None) -> Benchmark:
         source = forget_source or FORGET_SOURCES[0]
         root = Path(data_dir) if data_dir is not None else SAMPLE_DIR
-        if not root.is_dir():
-            raise UserError(f"data dir {root} does not exist; pass --data-dir pointing at RWKU's folder (the one holding Target/).")
+        check_dir(root, "RWKU's folder (the one holding Target/)")
         tdir = root / "Target" if (root / "Target").is_dir() else root
         dirs = sorted((d.name for d in tdir.iterdir() if d.is_dir()), key=_target_id_key)
         if not dirs:
@@ -128,7 +127,10 @@ class RWKU(Task):
     @staticmethod
     def _target(d: Path, probes: dict[str, list[Probe]], source: str, scored: Scored, read: list[Path]) -> Target:
         intro_path = d / "intro.json"
-        intro = read_json(intro_path, ("target",))[0]
+        rows = read_json(intro_path, ("target",))
+        if not rows:
+            raise UserError(f"malformed data file {intro_path}: expected one row naming the target; restore the original file.")
+        intro = rows[0]
         read.append(intro_path)
         if source == "probes":
             return Target(id=d.name, name=intro["target"], request=list(probes["forget_fb"]), probes=probes,

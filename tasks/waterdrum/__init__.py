@@ -149,11 +149,11 @@ class WaterDrum(Task):
         root, source = resolve_root(data_dir, SAMPLE_DIR)
         config = root if (root / "forget.json").is_file() else root / DEFAULT_CONFIG
         files = [config / f"{s}.json" for s in SPLITS]
-        rows = {s: read_json(p) for s, p in zip(SPLITS, files)}
+        rows = {s: read_json(p, array=False) for s, p in zip(SPLITS, files)}
         for p, r in zip(files, rows.values()):
             check_rows(r, str(p))
         sidecar = next((p for p in (config / SIDECAR, root / SIDECAR) if p.is_file()), None)
-        meta = read_json(sidecar) if sidecar else {}
+        meta = read_json(sidecar, array=False) if sidecar else {}
         if not isinstance(meta, dict):
             raise UserError(f"malformed data file {sidecar}: expected a JSON object; see docs/tasks.md (WaterDrum).")
         return rows, meta, source, content_hash(files + ([sidecar] if sidecar else []))

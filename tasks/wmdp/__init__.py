@@ -44,8 +44,8 @@ from r2f_plugin import hookimpl
 from r2f_plugin.data import Benchmark, Probe, Target
 from r2f_plugin.errors import UserError
 from r2f_plugin.protocol import Scored, hold_out
-from r2f_plugin.task import Task, content_hash
-from tasks.common import chunks, dev_ids, read_rows, resolve_root, select_targets
+from r2f_plugin.task import Task, content_hash, read_json
+from tasks.common import chunks, dev_ids, resolve_root, select_targets
 
 HERE = Path(__file__).parent
 SAMPLE_DIR = HERE / "sample" / "wmdp"
@@ -65,7 +65,7 @@ MAX_GENERAL = 60
 
 def read_questions(path: Path, required: tuple[str, ...] = ("question", "choices", "answer")) -> list[dict]:
     """A WMDP or MMLU question file: 4 choices and a 0-based ``answer`` per row."""
-    rows = read_rows(path, required)
+    rows = read_json(path, required)
     for i, r in enumerate(rows):
         if not (isinstance(r["choices"], list) and len(r["choices"]) == 4
                 and isinstance(r["answer"], int) and 0 <= r["answer"] < 4):

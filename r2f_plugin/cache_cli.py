@@ -1,0 +1,53 @@
+"""``r2f-bench cache info|clear``: what the cache holds (embedded models, untouched-model
+evaluations, fitted decoders, entries set aside as corrupt), and emptying it."""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+from pathlib import Path
+
+from r2f_plugin.errors import UserError
+from r2f_plugin.models import cache_root
+
+KINDS = ("models", "evals", "decoders")
+
+
+def _size(path: Path) -> int:
+    return path.stat().st_size if path.is_file() else sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def _entries(root: Path) -> dict[str, list[Path]]:
+    out = {kind: sorted((root / kind).iterdir()) if (root / kind).is_dir() else [] for kind in KINDS}
+    return {kind: [p for p in paths if ".corrupt-" not in p.name and not p.name.startswith(".")]
+            for kind, paths in out.items()} | {"set aside as corrupt": sorted(root.glob("*/*.corrupt-*"))}
+
+
+def cmd_info(args: argparse.Namespace) -> None:
+    root = cache_root()
+    print(f"cache {root} (set R2F_BENCH_CACHE to move it)")
+    for kind, paths in _entries(root).items():
+        print(f"  {kind:<22} {len(paths):>4} entries  {sum(map(_size, paths)) / 1e6:9.1f} MB")
+
+
+def cmd_clear(args: argparse.Namespace) -> None:
+    root = cache_root()
+    removed = 0
+    try:
+        for paths in _entries(root).values():
+            for p in paths:
+                if p.is_dir():
+                    shutil.rmtree(p)
+                else:
+                    p.unlink()
+                removed += 1
+    except OSError as exc:
+        raise UserError(f"cannot remove {exc.filename} from the cache ({exc.strerror}); check its permissions.") from None
+    print(f"removed {removed} cache entries from {root}; models are rebuilt on the next run")
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("cache", help="show or empty the cache of built models, evaluations and decoders")
+    verbs = p.add_subparsers(dest="verb", required=True)
+    verbs.add_parser("info", help="entries and sizes by kind").set_defaults(func=cmd_info)
+    verbs.add_parser("clear", help="remove every entry (models are rebuilt when next needed)").set_defaults(func=cmd_clear)

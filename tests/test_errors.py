@@ -1,0 +1,279 @@
+"""Every entry of docs/errors.md: bad input gets one line and exit 2 before any model loads;
+faults (full disk, diverged edits, corrupt caches, broken plugins) lose and fake nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from r2f_plugin.cli import main
+from r2f_plugin.errors import UserError
+from tasks.rwku import SAMPLE_DIR
+
+RUN = ["--method", "r2f", "--task", "rwku"]
+
+
+@pytest.fixture
+def rwku_copy(tmp_path: Path) -> Path:
+    root = tmp_path / "rwku"
+    shutil.copytree(SAMPLE_DIR, root)
+    return root
+
+
+def first_target(root: Path) -> Path:
+    return root / "Target" / "1_Orla_Vantree"
+
+
+def _write(path: Path, data) -> None:
+    path.write_text(json.dumps(data))
+
+
+# (id, extra argv given the tmp dir and an RWKU copy, the exact message after "error: ")
+CASES = [
+    ("nan step", lambda t, r: ["--set", "step=nan"], "parameter 'step' of method 'r2f' must be a finite number, got 'nan'."),
+    ("huge step", lambda t, r: ["--set", "step=1e30"], "parameter 'step' of method 'r2f' must be in (0, 1], got '1e30'."),
+    ("negative step", lambda t, r: ["--set", "step=-1"], "parameter 'step' of method 'r2f' must be in (0, 1], got '-1'."),
+    ("infinite step", lambda t, r: ["--set", "step=inf"], "parameter 'step' of method 'r2f' must be a finite number, got 'inf'."),
+    ("unknown loss", lambda t, r: ["--set", "loss=bogus"],
+     "parameter 'loss' of method 'r2f' must be one of ascent, unlikelihood, got 'bogus'."),
+    ("unknown decoder", lambda t, r: ["--set", "decoder=bogus"],
+     "parameter 'decoder' of method 'r2f' must be one of two_sided, projection, got 'bogus'."),
+    ("negative fit examples", lambda t, r: ["--set", "fit_examples=-5"],
+     "parameter 'fit_examples' of method 'r2f' must be >= 1, got '-5'."),
+    ("negative rank", lambda t, r: ["--set", "rank=-3"], "parameter 'rank' of method 'r2f' must be >= 1, got '-3'."),
+    ("word for a number", lambda t, r: ["--set", "rank=eight"], "parameter 'rank' of method 'r2f' expects a int, got 'eight'."),
+    ("no views", lambda t, r: ["--views", "0"], "--views must be at least 1, got 0."),
+    ("negative dev targets", lambda t, r: ["--dev-targets", "-1"], "--dev-targets must be at least 0, got -1."),
+    ("negative retain items", lambda t, r: ["--retain-items", "-1"], "--retain-items must be at least 0, got -1."),
+    ("zero limit", lambda t, r: ["--limit", "0"], "--limit must be at least 1, got 0."),
+    ("unknown forget source", lambda t, r: ["--forget-source", "wiki"],
+     "task 'rwku' has no forget source 'wiki'; choices: corpus, probes."),
+    ("unknown paraphraser", lambda t, r: ["--paraphraser", "magic"],
+     "unknown paraphraser 'magic'; use templates, benchmark, self or hf:<model name or path>."),
+    ("output is a file", lambda t, r: ["--output", str(_file(t))], "--output {t}/file is a file; pass a directory."),
+    ("save-model under a file", lambda t, r: ["--save-model", str(_file(t) / "models")],
+     "cannot write to --save-model {t}/file/models (Not a directory); choose a writable directory."),
+    ("data dir is a file", lambda t, r: ["--data-dir", str(_file(t))],
+     "data dir {t}/file is a file; pass --data-dir pointing at RWKU's folder (the one holding Target/)."),
+    ("data dir missing", lambda t, r: ["--data-dir", str(t / "nope")],
+     "data dir {t}/nope does not exist; pass --data-dir pointing at RWKU's folder (the one holding Target/)."),
+    ("forget file holds one object", lambda t, r: _corrupt(r, "forget_level1.json", {"query": "q", "answer": "a"}),
+     "malformed data file {r}/Target/1_Orla_Vantree/forget_level1.json: expected a JSON array of rows, got a JSON dict; restore the original file."),
+    ("intro file holds one object", lambda t, r: _corrupt(r, "intro.json", {"target": "Orla Vantree"}),
+     "malformed data file {r}/Target/1_Orla_Vantree/intro.json: expected a JSON array of rows, got a JSON dict; restore the original file."),
+    ("null query", lambda t, r: _corrupt(r, "forget_level2.json", [{"query": None, "answer": "a"}]),
+     "malformed data file {r}/Target/1_Orla_Vantree/forget_level2.json: row 0 field 'query' is null; restore the original file."),
+    ("row is not an object", lambda t, r: _corrupt(r, "neighbor_level1.json", ["just text"]),
+     "malformed data file {r}/Target/1_Orla_Vantree/neighbor_level1.json: row 0 is a str, expected an object; restore the original file."),
+    ("truncated JSON", lambda t, r: _corrupt(r, "forget_level3.json", None),
+     "malformed data file {r}/Target/1_Orla_Vantree/forget_level3.json: Expecting property name enclosed in double quotes: line 1 column 3 (char 2); restore the original file."),
+    ("model path missing", lambda t, r: ["--model", "./no-such-model"],
+     "model path ./no-such-model does not exist; pass a local directory with safetensors weights, or a hub name such as mistralai/Mistral-7B-v0.1."),
+    ("unknown method", lambda t, r: ["--method", "nope"], None),
+]
+
+
+def _file(tmp: Path) -> Path:
+    path = tmp / "file"
+    path.write_text("not a directory")
+    return path
+
+
+def _corrupt(root: Path, name: str, data) -> list[str]:
+    path = first_target(root) / name
+    if data is None:
+        path.write_text("[{")
+    else:
+        _write(path, data)
+    return ["--data-dir", str(root), "--targets", "1"]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_bad_input_is_one_line_and_exit_2(case, tmp_path, rwku_copy, capsys, monkeypatch):
+    _, argv, message = case
+    monkeypatch.chdir(tmp_path)
+    assert main(RUN + ["--output", str(tmp_path / "out"), *argv(tmp_path, rwku_copy)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ")
+    if message is not None:
+        assert err[0] == "error: " + message.format(t=tmp_path, r=rwku_copy)
+
+
+def test_corrupt_model_weights_under_model_are_one_line(tmp_path, capsys):
+    from r2f_plugin.models import EmbeddedSpec, build_model, build_tokenizer
+
+    tok = build_tokenizer(["a small text to train a tokenizer on"] * 4)
+    model = build_model(EmbeddedSpec.parse("embedded:mistral-h32-l1"), tok)
+    model.save_pretrained(tmp_path / "m", safe_serialization=True)
+    tok.save_pretrained(tmp_path / "m")
+    weights = tmp_path / "m" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:100])
+    capsys.readouterr()
+    assert main(RUN + ["--model", str(tmp_path / "m"), "--output", str(tmp_path / "out")]) == 2
+    err = [line for line in capsys.readouterr().err.strip().splitlines() if line.startswith("error")]
+    assert len(err) == 1 and re.match(rf"error: cannot load model '{re.escape(str(tmp_path / 'm'))}' \(\w+: .*\); "
+                                      r"pass a causal LM as a local directory", err[0])
+
+
+def test_full_disk_append_rolls_back(tmp_path, monkeypatch):
+    """A short write (the disk filled up) leaves the file exactly as it was and says so."""
+    from r2f_plugin import storage
+
+    log = tmp_path / "results.jsonl"
+    storage.append_line(log, json.dumps({"target": "1"}))
+    before = log.read_bytes()
+    real_write = os.write
+    monkeypatch.setattr(storage.os, "write", lambda fd, data: real_write(fd, data[:7]))
+    with pytest.raises(UserError, match=r"^disk full while writing .*results.jsonl; free space"):
+        storage.append_line(log, json.dumps({"target": "2", "usr": 50.0}))
+    assert log.read_bytes() == before and len(before) == 16
+
+
+def test_strict_json_never_writes_nan(tmp_path):
+    from r2f_plugin.store import Store, canonical_json, json_safe
+
+    assert json_safe({"mia": float("nan"), "usr": [1.0, float("inf")]}) == {"mia": None, "usr": [1.0, None]}
+    with pytest.raises(ValueError):
+        canonical_json({"mia": float("nan")})
+    stored = Store(tmp_path).put("ab" * 32, {"mia": float("nan"), "usr": 5.0})
+    assert stored["mia"] is None and "NaN" not in (tmp_path / "jobs" / f"{'ab' * 32}.json").read_text()
+
+
+def test_broken_plugin_hook_is_skipped_with_one_warning():
+    from r2f_plugin import hookimpl
+    from r2f_plugin.plugins import registry
+
+    class Broken:
+        @hookimpl
+        def register_unlearners(self, register):
+            raise RuntimeError("boom")
+
+    reg = registry()
+    reg.register(Broken(), "broken-plugin", "broken-dist", "0.1")
+    try:
+        with pytest.warns(UserWarning, match=r"plugin 'broken-plugin' \(distribution broken-dist\) failed in register_unlearners"):
+            assert "r2f" in [i.name for i in reg.listing("method")]
+    finally:
+        reg.unregister("broken-plugin")
+
+
+def test_empty_forget_set_skips_that_target_only(rwku_copy, tmp_path):
+    from r2f_plugin.runner import Run, RunConfig
+
+    _write(first_target(rwku_copy) / "forget_level1.json", [])
+    said = []
+    run = Run(RunConfig(method="fullgrad", task="rwku", data_dir=str(rwku_copy), forget_source="probes",
+                        output=str(tmp_path)), progress=said.append)
+    assert [t.id for t in run.targets] == ["2_Bram_Ostelic", "3_Tamsin_Quorve"]
+    assert any(line.startswith("warning: skipping target 1_Orla_Vantree") for line in said)
+
+
+def test_second_claim_on_a_job_is_refused_and_a_dead_holder_is_taken_over(tmp_path):
+    import socket
+
+    from r2f_plugin.store import LOCKS_DIR, Store
+
+    store, key = Store(tmp_path), "cd" * 32
+    with store.claim(key) as first:
+        with store.claim(key) as second:
+            assert first and not second
+    assert not (tmp_path / LOCKS_DIR / f"{key}.lock").exists()
+    (tmp_path / LOCKS_DIR / f"{key}.lock").write_text(f"{socket.gethostname()} 999999999")
+    with store.claim(key) as third:
+        assert third
+
+
+def test_table_skips_invalid_records_and_writes_every_format(tmp_path, capsys):
+    from test_tables import record
+
+    from r2f_plugin.store import Store, record_key
+
+    store = Store(tmp_path)
+    good = [record("r2f", "rwku", 0, t, 80.0, 95.0, 20.0, 0.9, 1.0) for t in ("t1", "t2")]
+    for r in good + [{**record("r2f", "rwku", 0, "t3", 1.0, 1.0, 1.0, 0.9, 1.0), "usr": "high"}]:
+        store.put(record_key(r), r)
+    partial = tmp_path / "jobs" / f"{'ef' * 32}.json"
+    partial.write_text(json.dumps({"method": "r2f"}))
+    assert main(["table", "--output", str(tmp_path)]) == 0
+    out, err = capsys.readouterr()
+    assert "2 records in the tables; 2 skipped" in out
+    assert "metric 'usr' is 'high', not a number" in err and "field 'task' missing" in err
+    assert {p.name for p in (tmp_path / "tables").iterdir()} >= {"tables.md", "tables.tex", "tables.html", "table1.csv"}
+
+
+def test_corrupt_cached_model_is_set_aside_and_rebuilt(tmp_path, monkeypatch):
+    from r2f_plugin.models import EmbeddedSpec, embedded_model
+    from tasks.rwku import RWKU
+
+    monkeypatch.setenv("R2F_BENCH_CACHE", str(tmp_path))
+    facts = RWKU().load(None, None, 1, 0).targets[0].probes["forget_qa"][:3]
+    spec = EmbeddedSpec.parse("embedded:mistral-h32-l1")
+    _, _, info = embedded_model(spec, facts, [], progress=lambda m: None, max_epochs=2)
+    (entry,) = (tmp_path / "models").iterdir()
+    (entry / "model.safetensors").write_bytes(b"truncated")
+    said = []
+    model, _, again = embedded_model(spec, facts, [], progress=said.append, max_epochs=2)
+    assert again["key"] == info["key"] and any("could not be loaded" in line for line in said)
+    assert len(list((tmp_path / "models").glob("*.corrupt-*"))) == 1
+    assert all(torch.isfinite(p).all() for p in model.parameters())
+
+
+def test_corrupt_cached_decoder_is_refitted(tiny, context):
+    from r2f_plugin.plugins import registry
+
+    cls = registry().method("r2f")
+    cls(cls.parse_params({"fit_examples": "4"})).setup(tiny["model"], context)
+    (path,) = (context.cache_dir / "decoders").glob("*.safetensors")
+    path.write_bytes(b"not a decoder")
+    said = []
+    import dataclasses
+
+    method = cls(cls.parse_params({"fit_examples": "4"}))
+    method.setup(tiny["model"], dataclasses.replace(context, progress=said.append))
+    assert any("could not be loaded" in line for line in said) and method.decoder.roles
+
+
+def test_nan_edit_is_a_diverged_record_never_perfect_forgetting(tmp_path):
+    """A method that destroys the model is recorded as failed (metrics null, strict JSON) and
+    left out of tables with a count; the run's work folders are gone afterwards."""
+    from test_tables import record as table_record
+
+    from r2f_plugin import hookimpl
+    from r2f_plugin.plugins import registry
+    from r2f_plugin.runner import Run, RunConfig
+    from r2f_plugin.tables import build_tables
+    from r2f_plugin.unlearner import Edit, Unlearner
+
+    class Explode(Unlearner):
+        name = "explode"
+
+        def unlearn(self, model, request, ctx):
+            with torch.no_grad():
+                next(model.parameters()).fill_(float("nan"))
+            return Edit(model)
+
+    class Plugin:
+        @hookimpl
+        def register_unlearners(self, register):
+            register(Explode)
+
+    reg = registry()
+    reg.register(Plugin(), "explode-plugin")
+    try:
+        run = Run(RunConfig(method="explode", task="rwku", limit=1, output=str(tmp_path), views=3,
+                            model="embedded:mistral-h64-l2", proxy="embedded:mistral-h32-l2"), progress=lambda m: None)
+        rec = run.run_target(run.targets[0])
+    finally:
+        reg.unregister("explode-plugin")
+    assert rec["status"] == "diverged" and all(rec[m] is None for m in ("usr", "gur", "rap", "mia"))
+    json.dumps(rec, allow_nan=False)
+    assert not list(tmp_path.glob(".work-*"))
+    ok = table_record("r2f", "rwku", 0, "t1", 80.0, 95.0, 20.0, 0.9, 1.0)
+    table1 = build_tables([ok, {**rec, "config": ok["config"]}])[0]
+    assert [label for label, _ in table1.rows] == ["r2f"] and "Excluded: 1 diverged deletions" in table1.note
