@@ -245,6 +245,7 @@ def test_nan_edit_is_a_diverged_record_never_perfect_forgetting(tmp_path):
     from test_tables import record as table_record
 
     from r2f_plugin import hookimpl
+    from r2f_plugin.models import cache_root
     from r2f_plugin.plugins import registry
     from r2f_plugin.runner import Run, RunConfig
     from r2f_plugin.tables import build_tables
@@ -265,10 +266,17 @@ def test_nan_edit_is_a_diverged_record_never_perfect_forgetting(tmp_path):
 
     reg = registry()
     reg.register(Plugin(), "explode-plugin")
+    said: list[str] = []
     try:
         run = Run(RunConfig(method="explode", task="rwku", limit=1, output=str(tmp_path), views=3,
-                            model="embedded:mistral-h64-l2", proxy="embedded:mistral-h32-l2"), progress=lambda m: None)
+                            model="embedded:mistral-h64-l2", proxy="embedded:mistral-h32-l2"), progress=said.append)
         rec = run.run_target(run.targets[0])
+        # a corrupt cached evaluation of the untouched model is set aside and recomputed
+        before = run._untouched(run.targets[0])
+        for p in (cache_root() / "evals").glob("rwku-*.json"):
+            p.write_text('{"scores": ')
+        assert run._untouched(run.targets[0]) == before
+        assert any("could not be loaded (JSONDecodeError)" in line for line in said)
     finally:
         reg.unregister("explode-plugin")
     assert rec["status"] == "diverged" and all(rec[m] is None for m in ("usr", "gur", "rap", "mia"))
