@@ -44,7 +44,7 @@ def test_shared_rwku_loads():
     assert len(b.utility) == 240 and len(b.general_prompts) == 500
     assert {p.prompt.split("\n")[0][:9] for p in b.utility} == {"Question:"}
     assert sum("\nOptions: " in p.question for p in b.utility) == 80  # MMLU's third of the round robin
-    assert all(len(t.request) == 8 for t in b.targets)
+    assert all(len(t.request) == 4 for t in b.targets)
     picked = RWKU().load(SHARED_DATA / "rwku", ["Confucius", "3"], None, n_dev=1)
     assert [t.name for t in picked.targets] == ["Confucius", "Bruce Lee"]
 
