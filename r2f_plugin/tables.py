@@ -78,7 +78,10 @@ def summarize(values: Sequence[float], seed: int = 0) -> Stat | None:
 
 
 def _value(record: Record, metric: str) -> float | None:
-    v = record.get(metric)
+    """The record's ``metric``; ``a.b`` reads a nested field (e.g. ``usr_by_level.forget_qa``)."""
+    v: Any = record
+    for part in metric.split("."):
+        v = v.get(part) if isinstance(v, Mapping) else None
     if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
         return float(v)
     return None
@@ -236,6 +239,22 @@ def metric_table(records: Sequence[Record], metrics: Sequence[str], name: str, t
     return Table(name, title, note, columns, rows, Provenance.of(records))
 
 
+def level_table(records: Sequence[Record]) -> Table:
+    """Held-out USR per probe set (RWKU: FB / QA / AA), beside the pooled USR and the seen USR."""
+    labels, label = method_rows(records)
+    tasks = task_order(r.get("task") for r in records)
+    levels = {t: sorted({s for r in records if r.get("task") == t for s in (r.get("usr_by_level") or {})}) for t in tasks}
+    metrics = [(t, f"usr_by_level.{s}", f"USR {s}") for t in tasks for s in levels[t]]
+    metrics += [(t, m, METRIC_TITLES[m]) for t in tasks for m in ("usr", "usr_seen")]
+    metrics.sort(key=lambda x: tasks.index(x[0]))
+    columns = [Column(f"{t}.{m}", title, t, True, DIGITS["usr"]) for t, m, title in metrics]
+    stats = {m: aggregate(records, m, lambda r: (label(r), r.get("task"))) for m in {m for _, m, _ in metrics}}
+    rows = [(lab, [stats[m].get((lab, t)) for t, m, _ in metrics]) for lab in labels]
+    return Table("levels", "Unlearning success per probe set",
+                 "USR on each held-out forget set, pooled (USR) and on the request's own strings (USR seen).",
+                 columns, rows, Provenance.of(records))
+
+
 def cost_table(records: Sequence[Record]) -> Table:
     """Per-deletion time and peak memory per dataset, with ratios to FullGrad when it was run."""
     table = metric_table(records, ("seconds", "peak_mem_mb"), "cost", "Per-deletion time and memory",
@@ -306,6 +325,7 @@ def build_tables(records: Sequence[Record]) -> list[Table]:
                      "USR: % of known held-out forget probes no longer answered (the headline); USR seen: the same "
                      "on the request's own strings; GUR: % of general utility kept; Locality: % of neighbour "
                      "knowledge kept."),
+        level_table(records),
         metric_table(records, ("rap",), "rap", "Relearning attack (RAP)",
                      "% of known held-out forget probes answered after a short relearning fine-tune; lower is better."),
         metric_table(records, ("mia",), "mia", "Model identity alignment (MIA)",

@@ -137,7 +137,7 @@ def test_table_command_writes_every_format(tmp_path, capsys):
     args = parser.parse_args(["table", "--output", str(store.root)])
     args.func(args)
     written = sorted(p.name for p in (store.root / "tables").iterdir())
-    assert written == ["cost.csv", "mia.csv", "rap.csv", "table1.csv", "tables.html", "tables.md", "tables.tex"]
+    assert written == ["cost.csv", "levels.csv", "mia.csv", "rap.csv", "table1.csv", "tables.html", "tables.md", "tables.tex"]
     assert "**82.0** [" in capsys.readouterr().out
     args = parser.parse_args(["table", "--output", str(tmp_path / "empty")])
     with pytest.raises(UserError, match="no results"):
@@ -153,3 +153,15 @@ def test_runs_differing_only_in_a_default_get_separate_rows():
     t1 = {t.name: t for t in build_tables(old + new)}["table1"]
     assert [label for label, _ in t1.rows] == ["r2f [aggregate=after]", "r2f [aggregate=before]"]
     assert row(t1, "r2f [aggregate=before]")["rwku.usr"].mean == 20.0
+
+
+def test_level_table_reports_each_held_out_set_beside_pooled_and_seen():
+    recs = [{**record("r2f", "rwku", seed, t, 10.0 + seed, 90.0, 5.0, 0.9, 1.0),
+             "usr_seen": 50.0, "usr_by_level": {"forget_fb": 20.0 + seed, "forget_qa": None}}
+            for seed in (0, 1) for t in ("t1", "t2")]
+    levels = next(t for t in build_tables(recs) if t.name == "levels")
+    assert [c.key for c in levels.columns] == ["rwku.usr_by_level.forget_fb", "rwku.usr_by_level.forget_qa",
+                                               "rwku.usr", "rwku.usr_seen"]
+    cells = row(levels, "r2f")
+    assert (cells["rwku.usr_by_level.forget_fb"].mean, cells["rwku.usr_by_level.forget_fb"].n) == (20.5, 4)
+    assert cells["rwku.usr_by_level.forget_qa"] is None and cells["rwku.usr_seen"].mean == 50.0
