@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     tok = build_tokenizer(teaching_texts(bench.teaching_set(), bench.general_prompts))
     views = lambda facts: build_views(facts, 5, Paraphraser())
     target = bench.targets[0]
-    request = ForgetRequest(target=target, views=views(target.request), retain=bench.retain_pool())
+    request = ForgetRequest(target=target.id, views=views(target.request), retain=bench.retain_pool())
     names = [i.name for i in registry().listing("method")] if args.methods == "all" else args.methods.split(",")
     names = [REFERENCE] + [n for n in names if n != REFERENCE]
     proxy = build_model(EmbeddedSpec.parse(PROXY), tok).to(args.device)

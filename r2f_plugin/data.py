@@ -102,9 +102,10 @@ class ForgetRequest:
     facts, so comparisons are fair.
     """
 
-    target: Target
+    target: str  # the target's id (a method gets its request, never its evaluation probes)
     views: list[list[Probe]]
     retain: list[Probe] = field(default_factory=list)
+    name: str = ""  # the target's name, e.g. "Stephen King"
 
     @property
     def facts(self) -> list[Probe]:

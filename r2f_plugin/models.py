@@ -156,10 +156,11 @@ def embedded_model(spec: EmbeddedSpec, facts: Sequence[Probe], extra_texts: Sequ
             tok = PreTrainedTokenizerFast.from_pretrained(path)
             tok.padding_side = "left"
             model = AutoModelForCausalLM.from_pretrained(path, use_safetensors=True)
-            progress(f"embedded model {spec.label}: loaded from cache {path}")
-            return model.to(device).eval(), tok, info
         except Exception as exc:  # truncated weights, broken JSON, a missing file: rebuild, never trust
             set_aside(path, type(exc).__name__, progress)
+        else:
+            progress(f"embedded model {spec.label}: loaded from cache {path}")
+            return model.to(device).eval(), tok, info
 
     tok = build_tokenizer(texts)
     for lr in TEACHING_RATES:

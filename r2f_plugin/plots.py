@@ -1,7 +1,7 @@
 """Ablation plots: USR, GUR, RAP and MIA against R2F's LoRA rank and number of views.
 
 One figure per ablation (``rank.png``, ``views.png``): a row per metric, a column
-per dataset, points at the mean over seeds with ± std error bars (aggregated as in
+per dataset, points at the mean over targets × seeds with 95% bootstrap intervals (aggregated as in
 :mod:`r2f_plugin.tables`). Records that differ in anything but the ablated value
 (method, other hyper-parameters, models) are drawn as separate lines; only lines
 with at least two ablated values are drawn. A rank point needs an explicit

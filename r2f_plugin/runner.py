@@ -107,6 +107,8 @@ class Run:
         if config.forget_source is not None and config.forget_source not in self.task.forget_sources:
             choices = ", ".join(self.task.forget_sources) or "none: it has one kind of request"
             raise UserError(f"task {config.task!r} has no forget source {config.forget_source!r}; choices: {choices}.")
+        if config.forget_source is None and self.task.forget_sources:  # one store key for the same work
+            config.forget_source = self.task.forget_sources[0]
         self.bench = self.task.load(data_path(config.data_dir), config.targets, config.limit, config.dev_targets,
                                     config.forget_source)
         protocol.check(self.bench, config.task)
@@ -206,9 +208,8 @@ class Run:
         """A request's retain items: a seeded sample of the dev split's requests, never the
         target's own, of the same size for every target of either split (the smallest
         pool a dev target leaves, capped by ``retain_items``)."""
-        pool = self.bench.retain_pool()
-        size = min([self.config.retain_items, len(pool)]
-                   + [len(pool) - len(t.request) for t in self.bench.dev_targets])
+        pool, dev = self.bench.retain_pool(), self.bench.dev_targets
+        size = min([self.config.retain_items, len(pool)] + [len(pool) - len(t.request) for t in dev if len(dev) > 1])
         own = [p for p in pool if p.target != target.id]
         return random.Random(f"{self.config.seed}:{target.id}").sample(own, min(size, len(own)))
 
@@ -217,7 +218,7 @@ class Run:
         self.prepare()  # views may come from the model itself (--paraphraser self)
         views = self._views(target.request)
         protocol.check_views(target, views, self.bench)
-        return ForgetRequest(target=target, views=views, retain=self.retain_for(target))
+        return ForgetRequest(target=target.id, views=views, retain=self.retain_for(target), name=target.name)
 
     # -- evaluation -----------------------------------------------------------
     def roles(self, target: Target) -> dict[str, list[str]]:
@@ -240,12 +241,18 @@ class Run:
         with single_process_eval(), tempfile.TemporaryDirectory(prefix=".work-", dir=self.out_dir) as workdir:
             return evaluate_probes(model, self.tokenizer, self.task, self._probe_sets(target, forget_only), Path(workdir))
 
-    def _untouched(self, target: Target) -> dict[str, Any]:
-        """Scores of the untouched model on ``target``, cached on disk."""
+    def untouched_path(self, target: Target) -> Path:
+        """Where the untouched model's scores on ``target`` are cached: keyed by the model
+        and by every probe scored (a request's seen set depends on the chosen targets)."""
+        probes = {s: [(p.prompt, p.answer) for p in ps] for s, ps in self._probe_sets(target).items()}
         key = hashlib.sha256(json.dumps([EVAL_VERSION, self.model_label, target.id, self.bench.revision,
-                                         self.config.task, self.config.seed, self.bench.request_source,
+                                         self.config.task, self.config.seed, probes,
                                          self.model_info.get("key", "")]).encode()).hexdigest()[:16]
-        path = cache_root() / "evals" / f"{self.config.task}-{key}.json"
+        return cache_root() / "evals" / f"{self.config.task}-{key}.json"
+
+    def _untouched(self, target: Target) -> dict[str, Any]:
+        """Scores of the untouched model on ``target``, cached on disk (a corrupt entry is rebuilt)."""
+        path = self.untouched_path(target)
         if path.exists():
             try:
                 cached = json.loads(path.read_text())

@@ -102,8 +102,9 @@ def append_line(path: Path, line: str) -> None:
                 raise OSError(errno.ENOSPC, f"short write ({written} of {len(data)} bytes)")
             os.fsync(fd)
         except OSError as exc:
-            try:
-                os.ftruncate(fd, start)
+            try:  # cut our partial line off, unless another process appended after it
+                if os.fstat(fd).st_size <= start + len(data):
+                    os.ftruncate(fd, start)
             except OSError:
                 pass
             raise _as_user_error(exc, path) from None

@@ -27,6 +27,7 @@ import json
 import math
 import os
 import socket
+import time
 import warnings
 from contextlib import contextmanager
 from pathlib import Path
@@ -157,11 +158,21 @@ class Store:
 
 
 def _stale(lock: Path) -> bool:
-    """Whether ``lock`` was left by a process of this host that no longer runs."""
+    """Whether ``lock`` was left by a process of this host that no longer runs (or is an
+    empty or unreadable lock older than a minute: its writer died while creating it).
+    Locks of other hosts are trusted: remove them by hand if their host is gone."""
     try:
         host, pid = lock.read_text().split()
-        if host != socket.gethostname():
+    except ValueError:
+        try:
+            return time.time() - lock.stat().st_mtime > 60
+        except OSError:
             return False
+    except OSError:
+        return False
+    if host != socket.gethostname():
+        return False
+    try:
         os.kill(int(pid), 0)
     except ProcessLookupError:
         return True

@@ -112,10 +112,15 @@ def setting(record: Record) -> dict[str, Any]:
     config, models = record.get("config", {}), record.get("models", {})
     params = record.get("params") or config.get("params") or {}
     return {"params": dict(params), "views": config.get("views"),
-            "target": config.get("model", models.get("target")), "proxy": config.get("proxy", models.get("proxy"))}
+            "target": config.get("model", models.get("target")), "proxy": config.get("proxy", models.get("proxy")),
+            "forget_source": config.get("forget_source"), "retain_items": config.get("retain_items"),
+            "paraphraser": config.get("paraphraser")}
 
 
-def varying(records: Sequence[Record], fields: Sequence[str] = ("params", "views", "target", "proxy")) -> list[str]:
+SETTING_FIELDS = ("params", "views", "target", "proxy", "forget_source", "retain_items", "paraphraser")
+
+
+def varying(records: Sequence[Record], fields: Sequence[str] = SETTING_FIELDS) -> list[str]:
     """The setting fields that take more than one value among ``records``; for
     ``params``, each varying hyper-parameter as ``params.<name>``."""
     differs = lambda values: len({canonical_json(v) for v in values}) > 1

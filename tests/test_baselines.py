@@ -31,7 +31,7 @@ def setting(tmp_path_factory):
                       make_views=lambda facts: build_views(facts, 3, Paraphraser()),
                       model_id="tiny", progress=lambda m: None)
         target = bench.targets[0]
-        request = ForgetRequest(target=target, views=ctx.make_views(target.request), retain=bench.retain_pool())
+        request = ForgetRequest(target=target.id, views=ctx.make_views(target.request), retain=bench.retain_pool())
         yield {"bench": bench, "model": model, "tok": tok, "ctx": ctx, "request": request}
 
 
@@ -116,7 +116,7 @@ def test_eco_edits_no_weight_and_corrupts_only_flagged_prompts(setting):
     assert torch.equal(edit.model(input_ids=one).logits, original(input_ids=one).logits)
     assert forget_nll(edit.model, tok, request.facts) > forget_nll(original, tok, request.facts)
     # after the evaluation, the share of each scored set its classifier flags is recorded
-    sets = {"forget_qa": request.target.probes["forget_qa"], "utility": setting["bench"].utility}
+    sets = {"forget_qa": setting["bench"].targets[0].probes["forget_qa"], "utility": setting["bench"].utility}
     flagged = edit.evaluation_info(sets)["flagged"]
     assert set(flagged) == {"forget_qa", "utility"} and all(0.0 <= v <= 1.0 for v in flagged.values())
     assert flagged["utility"] < 0.5

@@ -245,7 +245,6 @@ def test_nan_edit_is_a_diverged_record_never_perfect_forgetting(tmp_path):
     from test_tables import record as table_record
 
     from r2f_plugin import hookimpl
-    from r2f_plugin.models import cache_root
     from r2f_plugin.plugins import registry
     from r2f_plugin.runner import Run, RunConfig
     from r2f_plugin.tables import build_tables
@@ -273,8 +272,7 @@ def test_nan_edit_is_a_diverged_record_never_perfect_forgetting(tmp_path):
         rec = run.run_target(run.targets[0])
         # a corrupt cached evaluation of the untouched model is set aside and recomputed
         before = run._untouched(run.targets[0])
-        for p in (cache_root() / "evals").glob("rwku-*.json"):
-            p.write_text('{"scores": ')
+        run.untouched_path(run.targets[0]).write_text('{"scores": ')
         assert run._untouched(run.targets[0]) == before
         assert any("could not be loaded (JSONDecodeError)" in line for line in said)
     finally:
@@ -285,3 +283,19 @@ def test_nan_edit_is_a_diverged_record_never_perfect_forgetting(tmp_path):
     ok = table_record("r2f", "rwku", 0, "t1", 80.0, 95.0, 20.0, 0.9, 1.0)
     table1 = build_tables([ok, {**rec, "config": ok["config"]}])[0]
     assert [label for label, _ in table1.rows] == ["r2f"] and "Excluded: 1 diverged deletions" in table1.note
+
+
+def test_cache_info_and_clear(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("R2F_BENCH_CACHE", str(tmp_path))
+    (tmp_path / "models" / "embedded-x").mkdir(parents=True)
+    (tmp_path / "models" / "embedded-x" / "model.safetensors").write_bytes(b"0" * 2_000_000)
+    (tmp_path / "evals").mkdir()
+    (tmp_path / "evals" / "rwku-1.json").write_text("{}")
+    (tmp_path / "evals" / "rwku-2.json.corrupt-1").write_text("{")
+    assert main(["cache", "info"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"models\s+1 entries\s+2\.0 MB", out) and re.search(r"evals\s+1 entries", out)
+    assert re.search(r"set aside as corrupt\s+1 entries", out)
+    assert main(["cache", "clear"]) == 0
+    assert "removed 3 cache entries" in capsys.readouterr().out
+    assert not list(tmp_path.glob("*/*"))

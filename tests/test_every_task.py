@@ -38,7 +38,7 @@ def settings(tmp_path_factory):
                       make_views=views, proxy=lambda proxy=proxy, tok=tok: (proxy, tok), model_id=name,
                       proxy_id=f"{name}-proxy", progress=lambda m: None)
         target = bench.targets[0]
-        request = ForgetRequest(target=target, views=views(target.request), retain=bench.retain_pool())
+        request = ForgetRequest(target=target.id, views=views(target.request), retain=bench.retain_pool())
         out[name] = (model, ctx, request)
     return out
 

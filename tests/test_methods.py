@@ -15,7 +15,7 @@ NEIGHBOUR_BOUND = 0.15  # max drop of neighbour answer-token accuracy allowed
 
 def request_for(tiny, context, i=0):
     target = tiny["bench"].targets[i]
-    return target, ForgetRequest(target=target, views=context.make_views(target.request),
+    return target, ForgetRequest(target=target.id, views=context.make_views(target.request),
                                  retain=tiny["bench"].retain_pool())
 
 
@@ -124,7 +124,7 @@ def test_r2f_peak_memory_is_a_fraction_of_fullgrads(tiny, context, tmp_path):
     GradientDecoder(kind="two_sided", rank=8, roles={r: {"rho": 0.1, "alpha": 1.0} for r in
                                                      ("attn_in", "attn_out", "mlp_in", "mlp_out")}).save(decoder)
     target = tiny["bench"].targets[0]
-    request = ForgetRequest(target=target, views=[target.request[:8]], retain=[])
+    request = ForgetRequest(target=target.id, views=[target.request[:8]], retain=[])
     peaks = {}
     for name, params in (("fullgrad", {}), ("r2f", {"decoder_path": str(decoder)})):
         cls = registry().method(name)

@@ -54,9 +54,15 @@ def test_shared_data_news_and_books():
     # every privleak forget text occurs in the raw corpus, so requests carry its documents
     raw = json.loads((root / "news" / "raw" / "forget.json").read_text())
     passage = news.targets[0].request[0]
+    # VerbMem is a seen set on News: every continuation it scores is in the request
+    assert news.seen_sets == ("verbmem_forget",)
+    for t in news.targets:
+        request = " ".join(f"{p.prompt} {p.answer}" for p in t.request)
+        assert all(" ".join(v.answer.split()[:20]) in request for v in t.probes["verbmem_forget"])
     assert any(passage.prompt in d for d in raw)
     books = MUSE().load(root / "books", ["books-5"], None, 0)
     assert books.targets[0].privleak_reference == 0.5 and len(books.targets[0].probes["knowmem_forget"]) == 9
+    assert books.seen_sets == ()  # no raw corpus: VerbMem's continuations are never in the request
 
 
 def test_missing_file_and_corpus_are_named(sample_copy: Path, tmp_path: Path):

@@ -12,15 +12,18 @@ Targets and deletion requests (MUSE has one forget set; we cut it into targets):
 knowmem forget QA, the verbmem passages and the privleak forget texts are each split,
 in file order, into ``N_TARGETS`` consecutive chunks; target ``news-i`` gets the i-th
 chunk of each. Its request is the raw forget corpus behind the chunk, as MUSE's own
-unlearning uses it: the ``raw/forget.json`` documents that hold its verbmem and
-privleak texts (found by their first 200 characters; without a raw corpus, as for
-Books, the privleak texts themselves), cut into passages (the first ``REQUEST_WINDOWS``), with every sentence that
-states a knowmem question removed. Probe sets:
+unlearning uses it: the ``raw/forget.json`` documents that hold its verbmem continuations,
+privleak texts and verbmem prompts (found by their first 200 characters), from where
+each of those texts starts (without a raw corpus, as for Books, the privleak texts
+themselves), cut into passages (``WINDOWS_PER_SOURCE`` a text, at most
+``REQUEST_WINDOWS``, in that order), with every sentence that states a knowmem question
+removed. Probe sets:
 
 * ``knowmem_forget`` (held out): the chunk's QA, each after the in-context examples of
   ``forget_qa_icl`` (10 upstream), 32-token answers (MUSE's lengths);
-* ``verbmem_forget`` (seen: MUSE's VerbMem asks for the corpus itself): the chunk's
-  verbmem prompts, 128-token continuations;
+* ``verbmem_forget``: the chunk's verbmem prompts, 128-token continuations; a seen set
+  when a raw corpus exists (News: the continuations are in the request, as MUSE's VerbMem
+  asks for the corpus itself), held out otherwise (Books);
 * utility (GUR) ``knowmem_retain``: every retain QA with ``retain_qa_icl``: MUSE's
   utility-preservation set. There are no neighbour probes.
 
@@ -28,10 +31,11 @@ lm-eval scores those sets by ROUGE-L recall/answered for USR and RAP, and also b
 ROUGE-L F1. MUSE's official numbers (``verbmem_f``, ``knowmem_f``, ``knowmem_r``,
 ``privleak``, see :mod:`tasks.muse.official`) come from :meth:`MUSE.extra_scores`, per
 target: VerbMem and KnowMem-f on its chunk, KnowMem-r on all of D_r, and PrivLeak on its
-privleak forget texts against all holdout texts. No retrained model exists here, so
-PrivLeak's reference AUC is the one MUSE's code ships for its retrained Llama-2-7B
-(News 0.4772, Books 0.5393); for the bundled sample and unknown corpora it is 0.5, the
-AUC of a model that never saw either set. MIA prompts are privleak retain texts.
+privleak forget texts against all holdout texts. PrivLeak compares that AUC with a
+model retrained without the forget set; none exists for the models run here (the AUCs
+MUSE's code ships belong to its own retrained Llama-2-7B and say nothing about another
+model), so the reference is 0.5, the AUC of a model that saw neither set (recorded as
+``privleak_reference``). MIA prompts are privleak retain texts.
 """
 
 from __future__ import annotations
@@ -54,7 +58,8 @@ N_TARGETS = 5
 PASSAGE_WORDS = 96  # request passages: windows of this many words ...
 PASSAGE_PROMPT_WORDS = 16  # ... whose first words are the prompt, the rest the answer
 MATCH_CHARS = 200
-REQUEST_WINDOWS = 24  # the embedded demo's budget of corpus windows per target (verbmem's documents first)
+WINDOWS_PER_SOURCE = 3  # windows from where each VerbMem passage or PrivLeak text starts in its document ...
+REQUEST_WINDOWS = 40  # ... and at most this many per target (the embedded demo's budget)
 NEVER_SEEN_AUC = 0.5  # PrivLeak's reference: a model that saw neither forget nor holdout texts
 MAX_GENERAL = 60
 
@@ -62,7 +67,7 @@ MAX_GENERAL = 60
 @dataclass
 class MuseTarget(Target):
     """A MUSE target with the texts PrivLeak compares: its privleak forget texts (members,
-    also in its request) and the holdout texts (non-members, never taught)."""
+    most of them in its request) and the holdout texts (non-members, never taught)."""
 
     privleak_forget: list[str] = field(default_factory=list)
     privleak_holdout: list[str] = field(default_factory=list)
@@ -131,7 +136,7 @@ class MUSE(Task):
 
         return hold_out(Benchmark(task=self.name, targets=[build(t) for t in chosen],
                                   dev_targets=[build(t) for t in dev_ids(ids, chosen, n_dev)], utility=utility,
-                                  general_prompts=general, seen_sets=("verbmem_forget",),
+                                  general_prompts=general, seen_sets=("verbmem_forget",) if docs else (),
                                   request_source="the raw forget corpus behind the target's chunk",
                                   source=source, revision=content_hash(read)))
 
@@ -171,10 +176,13 @@ class MUSE(Task):
                          target=tid, question=r["question"]) for r in part["qa"]]
         verbmem = [Probe(prompt=r["prompt"], answer=r["gt"], set="verbmem_forget", target=tid, question=r["prompt"])
                    for r in part["verbmem"]]
-        sources = [_source(r["prompt"], docs) for r in part["verbmem"]]
-        sources = [d for d in sources if d] + [_source(t, docs) or t for t in part["privleak"]]
+        # from where each text starts in its forget document: the VerbMem continuations
+        # (what VerbMem scores), the PrivLeak texts, then the VerbMem prompts
+        sources = [_source(r["gt"], docs) for r in part["verbmem"]] + [_source(t, docs) or t for t in part["privleak"]]
+        sources = [d for d in sources + [_source(r["prompt"], docs) for r in part["verbmem"]] if d]
         passages = [p for doc in dict.fromkeys(sources)
-                    for p in scored.keep(corpus_probes(scored.scrub(doc), tid, PASSAGE_WORDS, PASSAGE_PROMPT_WORDS))]
+                    for p in scored.keep(corpus_probes(scored.scrub(doc), tid, PASSAGE_WORDS,
+                                                       PASSAGE_PROMPT_WORDS))[:WINDOWS_PER_SOURCE]]
         passages = passages[:REQUEST_WINDOWS]
         corpus, number = tid.rsplit("-", 1)
         return MuseTarget(id=tid, name=f"MUSE {corpus} forget chunk {number}",
@@ -185,9 +193,11 @@ class MUSE(Task):
 
 
 def _source(text: str, docs: list[str]) -> str | None:
-    """The forget-corpus document that holds ``text`` (matched on its first characters)."""
+    """The forget-corpus document that holds ``text`` (matched on its first characters),
+    from where ``text`` starts."""
     key = text[:MATCH_CHARS]
-    return next((d for d in docs if key in d), None)
+    doc = next((d for d in docs if key in d), None)
+    return doc[doc.index(key):] if doc is not None else None
 
 
 @hookimpl
