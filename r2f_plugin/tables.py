@@ -102,7 +102,8 @@ def aggregate(records: Iterable[Record], metric: str,
 def setting(record: Record) -> dict[str, Any]:
     """What distinguishes runs of one method besides task, seed and target.
 
-    Hyper-parameters are the resolved ones a record carries (``params``: defaults
+    The request is what the record says it was made of (``request_source``: RWKU's
+    corpus and its FB probes never share a row). Hyper-parameters are the resolved ones a record carries (``params``: defaults
     included, so runs that differ only in a default never share a row), else the
     configured overrides. Models are identified by the spec the run was given
     (``config.model`` / ``config.proxy``), not by the descriptive labels in
@@ -113,11 +114,11 @@ def setting(record: Record) -> dict[str, Any]:
     params = record.get("params") or config.get("params") or {}
     return {"params": dict(params), "views": config.get("views"),
             "target": config.get("model", models.get("target")), "proxy": config.get("proxy", models.get("proxy")),
-            "forget_source": config.get("forget_source"), "retain_items": config.get("retain_items"),
+            "request": record.get("request_source"), "retain_items": config.get("retain_items"),
             "paraphraser": config.get("paraphraser")}
 
 
-SETTING_FIELDS = ("params", "views", "target", "proxy", "forget_source", "retain_items", "paraphraser")
+SETTING_FIELDS = ("params", "views", "target", "proxy", "request", "retain_items", "paraphraser")
 
 
 def varying(records: Sequence[Record], fields: Sequence[str] = SETTING_FIELDS) -> list[str]:
