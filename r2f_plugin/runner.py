@@ -10,6 +10,7 @@ scores, USR, GUR, RAP (after a relearning attack on a further copy) and MIA.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import json
 import platform
@@ -23,7 +24,7 @@ from typing import Any, Callable
 import torch
 
 from r2f_plugin import __version__, protocol
-from r2f_plugin.data import ForgetRequest, Probe, Target
+from r2f_plugin.data import Benchmark, ForgetRequest, Probe, Target
 from r2f_plugin.distributed import process_state, single_process_eval
 from r2f_plugin.errors import UserError
 from r2f_plugin.lmeval import evaluate_probes
@@ -112,22 +113,34 @@ class Run:
         self.bench = self.task.load(data_path(config.data_dir), config.targets, config.limit, config.dev_targets,
                                     config.forget_source)
         protocol.check(self.bench, config.task)
-        targets = self.bench.targets if config.split == "eval" else self.bench.dev_targets
+        self.split = self._split(self.bench, config.split)
         self.targets: list[Target] = []
-        for t in targets:
+        for t in self.split.targets:
             if t.request and any(t.probes.get(s) for s in t.probes if s not in self.task.neighbor_sets):
                 self.targets.append(t)
             else:
                 progress(f"warning: skipping target {t.id}: its {'request' if not t.request else 'forget probe sets'} "
                          f"are empty in the data; the other targets run")
-        if not self.targets and config.split == "dev":
-            raise UserError("the dev split is empty; pass --dev-targets N (N ≥ 1) to evaluate on it.")
         if not self.targets:
             raise UserError(f"no {config.task} target has both a request and forget probes in {self.bench.source}; "
                             f"check the data or pick other --targets.")
         progress(f"{config.task}: {len(self.bench.targets)} evaluation targets, {len(self.bench.dev_targets)} dev targets "
                  f"from {self.bench.source} (revision {self.bench.revision}); running the {config.split} split")
         self._prepared = False
+
+    @staticmethod
+    def _split(bench: Benchmark, split: str) -> Benchmark:
+        """The targets scored and the dev targets methods fit on. The eval split scores the
+        evaluation targets; the dev split (tuning) scores the first half of the dev targets
+        and lets methods fit on the other half, so tuning never fits on what it scores."""
+        if split == "eval":
+            return bench
+        dev = bench.dev_targets
+        if len(dev) < 2:
+            raise UserError("the dev split needs at least 2 dev targets (one half is scored, methods fit on the "
+                            "other); pass --dev-targets 2 or more.")
+        half = (len(dev) + 1) // 2
+        return protocol.hold_out(dataclasses.replace(bench, targets=dev[:half], dev_targets=dev[half:]))
 
     def prepare(self) -> None:
         """Build (or load) the models and set the method up; idempotent."""
@@ -140,8 +153,8 @@ class Run:
         self.current = self.model  # the model the next deletion starts from (sequential mode: the last result)
         self._proxy: tuple | None = None
         self.paraphraser = make_paraphraser(config.paraphraser, self.model, self.tokenizer, self.bench.alternatives)
-        self.ctx = Context(tokenizer=self.tokenizer, dev_targets=self.bench.dev_targets,
-                           retain_pool=self.bench.retain_pool(), seed=config.seed,
+        self.ctx = Context(tokenizer=self.tokenizer, dev_targets=self.split.dev_targets,
+                           retain_pool=self.split.retain_pool(), seed=config.seed,
                            cache_dir=cache_root(), make_views=self._views, proxy=self.proxy_model,
                            model_id=self.model_label, proxy_id=self._proxy_label(),
                            proxy_key=self._proxy_key(), progress=progress)
@@ -205,13 +218,14 @@ class Run:
         return asdict(self.params)
 
     def retain_for(self, target: Target) -> list[Probe]:
-        """A request's retain items: a seeded sample of the dev split's requests, never the
-        target's own, of the same size for every target of either split (the smallest
-        pool a dev target leaves, capped by ``retain_items``)."""
-        pool, dev = self.bench.retain_pool(), self.bench.dev_targets
-        size = min([self.config.retain_items, len(pool)] + [len(pool) - len(t.request) for t in dev if len(dev) > 1])
-        own = [p for p in pool if p.target != target.id]
-        return random.Random(f"{self.config.seed}:{target.id}").sample(own, min(size, len(own)))
+        """A request's retain items: a seeded sample of the fitting targets' requests, of the
+        same size in both splits (what the dev split's fitting half holds, capped by
+        ``retain_items``)."""
+        dev = self.bench.dev_targets
+        fitting = dev[(len(dev) + 1) // 2:] if len(dev) > 1 else dev
+        size = min(self.config.retain_items, sum(len(t.request) for t in fitting))
+        pool = self.split.retain_pool()
+        return random.Random(f"{self.config.seed}:{target.id}").sample(pool, min(size, len(pool)))
 
     def request(self, target: Target) -> ForgetRequest:
         """The deletion request every method gets: the same views and retain items."""

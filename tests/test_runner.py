@@ -21,11 +21,14 @@ TINY_ARGS = ["--model", TINY["model"], "--proxy", TINY["proxy"], "--views", "3"]
 def test_dev_split_and_requests_never_retain_the_targets_own_facts(tmp_path):
     run = Run(RunConfig(method="fullgrad", task="rwku", limit=2, dev_targets=2, split="dev",
                         output=str(tmp_path), **TINY), progress=lambda m: None)
-    assert [t.id for t in run.targets] == [t.id for t in run.bench.dev_targets]
+    # tuning scores one half of the dev targets; methods fit on (and retain) the other half
+    dev = [t.id for t in run.bench.dev_targets]
+    assert [t.id for t in run.targets] == dev[:1]
+    assert [t.id for t in run.split.dev_targets] == dev[1:]
     assert {t.id for t in run.targets}.isdisjoint(t.id for t in run.bench.targets)
     for target in run.targets:
         retain = run.retain_for(target)
-        assert retain and all(p.target != target.id for p in retain)
+        assert retain and {p.target for p in retain} == {dev[1]}
     assert not run._prepared  # constructing a run builds no model
 
 
@@ -93,7 +96,7 @@ def test_tune_rule_and_command(tmp_path, capsys):
     row = lambda usr, gur: ({}, {"usr": usr, "gur": gur})
     assert choose([row(90, 80), row(60, 95), row(50, 99)], 90)[0] == 1  # best USR among GUR ≥ 90
     assert choose([row(90, 80), row(60, 85)], 90)[0] == 1  # none qualifies: best GUR
-    assert main(["tune", "--method", "fullgrad", "--grid", "step=0.005,0.04", "--limit", "1", "--dev-targets", "1",
+    assert main(["tune", "--method", "fullgrad", "--grid", "step=0.005,0.04", "--limit", "1", "--dev-targets", "2",
                  "--output", str(tmp_path), "--json", *TINY_ARGS]) == 0
     out = capsys.readouterr().out
     search = json.loads(out[out.index("[\n"):])[0]
