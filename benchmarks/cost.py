@@ -61,7 +61,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--methods", default="all", help="methods, comma-separated, or all")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="CPU threads, the same for every method (default 1: stable timings on a shared machine)")
     args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
 
     bench = RWKU().load(None, None, 1, n_dev=2)
     tok = build_tokenizer(teaching_texts(bench.teaching_set(), bench.general_prompts))

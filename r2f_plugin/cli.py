@@ -45,6 +45,8 @@ def add_run_options(p: argparse.ArgumentParser, split: bool = True) -> None:
                    help="override a method hyper-parameter (repeatable); see `r2f-bench methods`")
     p.add_argument("--output", default="r2f-output", help="results directory (results.jsonl)")
     p.add_argument("--trust-remote-code", action="store_true", help="allow custom model code from the hub (off by default)")
+    p.add_argument("--threads", type=int, help="CPU threads per process (default: OMP_NUM_THREADS, else the cores "
+                   "shared among the run's processes); pin it when you compare seconds")
 
 
 def run_config(args: argparse.Namespace, method: str, task: str):
@@ -56,7 +58,7 @@ def run_config(args: argparse.Namespace, method: str, task: str):
                      targets=[t.strip() for t in args.targets.split(",") if t.strip()] if args.targets else None,
                      params=parse_assignments(args.params), views=args.views, paraphraser=args.paraphraser,
                      dev_targets=args.dev_targets, forget_source=args.forget_source,
-                     retain_items=args.retain_items, output=args.output, trust_remote_code=args.trust_remote_code,
+                     retain_items=args.retain_items, threads=args.threads, output=args.output, trust_remote_code=args.trust_remote_code,
                      split=getattr(args, "split", "eval"), sequential=getattr(args, "sequential", False),
                      save_model=getattr(args, "save_model", None))
 

@@ -72,6 +72,21 @@ def process_state():
     return PartialState(cpu=forced or not accelerator_available())
 
 
+def cpu_threads(requested: int | None, processes: int) -> int:
+    """Intra-op threads for one process on CPU: ``--threads`` if given, else
+    ``OMP_NUM_THREADS``, else the cores this process may run on shared among the
+    processes of the run (one each under ``accelerate launch`` with as many processes as
+    cores). On a busy machine, fewer threads than cores avoid oversubscription, which
+    slows every process many times over and makes measured seconds meaningless."""
+    if requested:
+        return requested
+    env = os.environ.get("OMP_NUM_THREADS", "")
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, cores // max(1, processes))
+
+
 def release_process_group() -> None:
     """Tear down the process group, if any, so workers exit without warnings."""
     import torch.distributed as dist

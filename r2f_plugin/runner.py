@@ -25,7 +25,7 @@ import torch
 
 from r2f_plugin import __version__, protocol
 from r2f_plugin.data import Benchmark, ForgetRequest, Probe, Target
-from r2f_plugin.distributed import process_state, single_process_eval
+from r2f_plugin.distributed import cpu_threads, process_state, single_process_eval
 from r2f_plugin.errors import UserError
 from r2f_plugin.lmeval import evaluate_probes
 from r2f_plugin.measure import measure
@@ -69,6 +69,7 @@ class RunConfig:
     split: str = "eval"  # "dev": evaluate the dev targets instead (hyper-parameter search)
     sequential: bool = False  # apply the targets' deletions one after another to one model
     save_model: str | None = None  # write each unlearned model to <save_model>/<target>/
+    threads: int | None = None  # CPU intra-op threads (None: see distributed.cpu_threads); not part of any key
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -91,7 +92,8 @@ class Run:
         if config.split not in SPLITS:
             raise UserError(f"unknown split {config.split!r}; use {' or '.join(SPLITS)}.")
         for option, value, least in (("--views", config.views, 1), ("--dev-targets", config.dev_targets, 0),
-                                     ("--retain-items", config.retain_items, 0), ("--limit", config.limit, 1)):
+                                     ("--retain-items", config.retain_items, 0), ("--limit", config.limit, 1),
+                                     ("--threads", config.threads, 1)):
             if value is not None and value < least:
                 raise UserError(f"{option} must be at least {least}, got {value}.")
         check_paraphraser(config.paraphraser)
@@ -148,7 +150,10 @@ class Run:
             return
         config, progress = self.config, self.progress
         torch.manual_seed(config.seed)
-        self.device = process_state().device
+        state = process_state()
+        self.device = state.device
+        if self.device.type == "cpu":
+            torch.set_num_threads(cpu_threads(config.threads, state.num_processes))
         self.model, self.tokenizer, self.model_label, self.model_info = self._build(config.model, DEFAULT_TARGET)
         self.current = self.model  # the model the next deletion starts from (sequential mode: the last result)
         self._proxy: tuple | None = None
@@ -342,7 +347,8 @@ class Run:
                 "models": {"target": self.model_label, "proxy": self.ctx.proxy_id},
                 "config": self.config.to_dict(), "params": asdict(self.params),
                 "versions": self.versions(), "data_revision": self.bench.revision,
-                "setup_seconds": self.setup_seconds, "wall_seconds": wall, "host": platform.node()}
+                "setup_seconds": self.setup_seconds, "wall_seconds": wall, "host": platform.node(),
+                "threads": torch.get_num_threads() if self.device.type == "cpu" else None}
 
     def _diverged(self, target: Target, request: ForgetRequest, cost: Any, info: dict, wall: float) -> dict:
         """The record of a deletion that destroyed the model: a failure, never a score."""

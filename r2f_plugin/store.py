@@ -38,7 +38,7 @@ from r2f_plugin.storage import append_line, atomic_write_text
 JOBS_DIR = "jobs"
 LOCKS_DIR = "locks"
 LOG_FILE = "results.jsonl"
-WHERE_FIELDS = ("output", "save_model")  # say where things are written, not what is computed
+WHERE_FIELDS = ("output", "save_model", "threads")  # say where or how fast things run, not what is computed
 
 
 def canonical_json(obj: Any) -> str:

@@ -266,6 +266,7 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dev-targets", type=int, default=None, help="held-out targets for fitting (default: the runner's)")
     p.add_argument("--forget-source", default=None, help="the task's kind of deletion request (RWKU: corpus or probes; default: the task's)")
     p.add_argument("--retain-items", type=int, default=None, help="retain items per request (default: the runner's, 64)")
+    p.add_argument("--threads", type=int, default=None, help="CPU threads per process (default: the cores shared among processes)")
     p.add_argument("--trust-remote-code", action="store_true", help="allow custom model code from the hub")
     p.add_argument("--output", default=DEFAULT_OUTPUT, help=f"results store directory (default {DEFAULT_OUTPUT})")
     p.add_argument("--keep-going", action="store_true", help="run the remaining jobs when one fails")
@@ -290,7 +291,7 @@ def sweep_command(args: argparse.Namespace) -> None:
                 proxies=split_list(args.proxy) or [None], params=parse_assignments(args.assignments),
                 views=args.views, data_dir=args.data_dir, targets=split_list(args.targets) or None,
                 limit=args.limit, output=args.output, paraphraser=args.paraphraser, dev_targets=args.dev_targets,
-                forget_source=args.forget_source, retain_items=args.retain_items,
+                forget_source=args.forget_source, retain_items=args.retain_items, threads=args.threads,
                 trust_remote_code=args.trust_remote_code or None)
     runner = None if args.dry_run else load_runner(args.runner)
     from r2f_plugin.distributed import process_state, release_process_group

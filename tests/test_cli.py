@@ -14,7 +14,7 @@ TINY = ["--model", "embedded:mistral-h64-l2", "--proxy", "embedded:mistral-h32-l
 
 def test_end_to_end_run_writes_records(tmp_path, capsys):
     out = tmp_path / "out"
-    assert main(["--method", "r2f", "--task", "rwku", "--limit", "1", "--output", str(out), *TINY]) == 0
+    assert main(["--method", "r2f", "--task", "rwku", "--limit", "1", "--output", str(out), "--threads", "1", *TINY]) == 0
     records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert len(records) == 1
     r = records[0]
@@ -24,7 +24,7 @@ def test_end_to_end_run_writes_records(tmp_path, capsys):
     assert r["official"]["before"]["forget_fb"] > 0.5  # the embedded model was taught the facts
     assert "embedded demo model" in r["models"]["target"]
     assert r["versions"]["method:r2f"].startswith("r2f-bench==")
-    assert len(r["views"]) == 3
+    assert len(r["views"]) == 3 and r["threads"] == 1
     assert "usr" in capsys.readouterr().out
 
 

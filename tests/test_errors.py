@@ -49,6 +49,7 @@ CASES = [
     ("negative rank", lambda t, r: ["--set", "rank=-3"], "parameter 'rank' of method 'r2f' must be >= 1, got '-3'."),
     ("word for a number", lambda t, r: ["--set", "rank=eight"], "parameter 'rank' of method 'r2f' expects a int, got 'eight'."),
     ("no views", lambda t, r: ["--views", "0"], "--views must be at least 1, got 0."),
+    ("zero threads", lambda t, r: ["--threads", "0"], "--threads must be at least 1, got 0."),
     ("negative dev targets", lambda t, r: ["--dev-targets", "-1"], "--dev-targets must be at least 0, got -1."),
     ("negative retain items", lambda t, r: ["--retain-items", "-1"], "--retain-items must be at least 0, got -1."),
     ("zero limit", lambda t, r: ["--limit", "0"], "--limit must be at least 1, got 0."),
@@ -299,3 +300,14 @@ def test_cache_info_and_clear(tmp_path, monkeypatch, capsys):
     assert main(["cache", "clear"]) == 0
     assert "removed 3 cache entries" in capsys.readouterr().out
     assert not list(tmp_path.glob("*/*"))
+
+
+def test_cpu_threads_follow_the_option_the_environment_and_the_process_count(monkeypatch):
+    from r2f_plugin.distributed import cpu_threads
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    cores = len(os.sched_getaffinity(0))
+    assert cpu_threads(3, 1) == 3
+    assert cpu_threads(None, 1) == cores and cpu_threads(None, 2 * cores) == 1
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    assert cpu_threads(None, 1) == 1
