@@ -134,15 +134,16 @@ class Run:
     def _split(bench: Benchmark, split: str) -> Benchmark:
         """The targets scored and the dev targets methods fit on. The eval split scores the
         evaluation targets; the dev split (tuning) scores the first half of the dev targets
-        and lets methods fit on the other half, so tuning never fits on what it scores."""
+        (rounded down) and lets methods fit on the rest, so tuning never fits on what it
+        scores."""
         if split == "eval":
             return bench
         dev = bench.dev_targets
         if len(dev) < 2:
             raise UserError("the dev split needs at least 2 dev targets (one half is scored, methods fit on the "
                             "other); pass --dev-targets 2 or more.")
-        half = (len(dev) + 1) // 2
-        return protocol.hold_out(dataclasses.replace(bench, targets=dev[:half], dev_targets=dev[half:]))
+        scored = len(dev) // 2
+        return protocol.hold_out(dataclasses.replace(bench, targets=dev[:scored], dev_targets=dev[scored:]))
 
     def prepare(self) -> None:
         """Build (or load) the models and set the method up; idempotent."""
@@ -227,7 +228,7 @@ class Run:
         same size in both splits (what the dev split's fitting half holds, capped by
         ``retain_items``)."""
         dev = self.bench.dev_targets
-        fitting = dev[(len(dev) + 1) // 2:] if len(dev) > 1 else dev
+        fitting = dev[len(dev) // 2:] if len(dev) > 1 else dev
         size = min(self.config.retain_items, sum(len(t.request) for t in fitting))
         pool = self.split.retain_pool()
         return random.Random(f"{self.config.seed}:{target.id}").sample(pool, min(size, len(pool)))
