@@ -121,8 +121,8 @@ class Run:
             if t.request and any(t.probes.get(s) for s in t.probes if s not in self.task.neighbor_sets):
                 self.targets.append(t)
             else:
-                progress(f"warning: skipping target {t.id}: its {'request' if not t.request else 'forget probe sets'} "
-                         f"are empty in the data; the other targets run")
+                what = "request is" if not t.request else "forget probe sets are"
+                progress(f"warning: skipping target {t.id}: its {what} empty in the data; the other targets run")
         if not self.targets:
             raise UserError(f"no {config.task} target has both a request and forget probes in {self.bench.source}; "
                             f"check the data or pick other --targets.")
