@@ -28,7 +28,7 @@ Defaults:
 * ``tau = 0.1``: a standard InfoNCE temperature (SupCon, Khosla et al. 2020).
 * ``batch_size = 8``, ``accumulate = 4``: forget anchors and retain samples per
   micro-batch (the contrast is within a micro-batch), 4 micro-batches per step
-  (:class:`r2f_plugin.training.BatchParams`).
+  (:class:`r2f_bench.training.BatchParams`).
 """
 
 from __future__ import annotations
@@ -38,11 +38,11 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
-from r2f_plugin import hookimpl
-from r2f_plugin.errors import UserError
-from r2f_plugin.one_step import all_views
-from r2f_plugin.training import BatchParams, adamw, cycle_batches, encode, logits_nll, optimise
-from r2f_plugin.unlearner import Edit, Unlearner, at_least, positive
+from .. import hookimpl
+from ..errors import UserError
+from ..one_step import all_views
+from ..training import BatchParams, adamw, cycle_batches, encode, logits_nll, optimise
+from ..unlearner import Edit, Unlearner, at_least, positive
 
 
 @dataclass

@@ -8,7 +8,7 @@ runs through the untouched model (bit-identical outputs).
 
 * Classifier (offline stand-in for ECO's trained prompt classifier): the maximum
   cosine similarity, under the offline sentence embedder
-  (:func:`r2f_plugin.views.embedder`, all-MiniLM-L6-v2), between the prompt and the
+  (:func:`r2f_bench.views.embedder`, all-MiniLM-L6-v2), between the prompt and the
   prompts of the request (every view: the facts as asked and their paraphrases),
   thresholded. The scope is built from the request alone (its views), never from an
   evaluation prompt. The threshold is chosen once in :meth:`ECO.setup` on the dev
@@ -49,12 +49,12 @@ from typing import Any, Sequence
 
 import torch
 
-from r2f_plugin import hookimpl
-from r2f_plugin.data import Probe
-from r2f_plugin.errors import UserError
-from r2f_plugin.training import batches, encode
-from r2f_plugin.unlearner import Context, Edit, Unlearner, positive
-from r2f_plugin.views import embedder
+from .. import hookimpl
+from ..data import Probe
+from ..errors import UserError
+from ..training import batches, encode
+from ..unlearner import Context, Edit, Unlearner, positive
+from ..views import embedder
 
 
 @dataclass

@@ -11,11 +11,11 @@ chosen by ``r2f-bench tune`` on RWKU's dev split (docs/tuning.md).
 
 from __future__ import annotations
 
-from r2f_plugin import hookimpl
-from r2f_plugin.gradients import exact_gradients
-from r2f_plugin.lora import target_modules
-from r2f_plugin.one_step import OneStepUnlearner, StepParams
-from r2f_plugin.unlearner import tuned
+from .. import hookimpl
+from ..gradients import exact_gradients
+from ..lora import target_modules
+from ..one_step import OneStepUnlearner, StepParams
+from ..unlearner import tuned
 
 
 class FullGrad(OneStepUnlearner):

@@ -3,12 +3,12 @@ Reconstruction from LoRA for Efficient LLM Unlearning", App. B): ``lora_single``
 ``lora_multi``.
 
 The unlearning update is computed *only in LoRA parameters*: attach rank-``rank``
-LoRA adapters to every linear layer (:func:`r2f_plugin.lora.lora_probe`, the same
+LoRA adapters to every linear layer (:func:`r2f_bench.lora.lora_probe`, the same
 two-sided init R2F uses), take the gradient of the unlearning loss w.r.t. the LoRA
 factors and take one step in them. To first order that step changes each effective
-weight ``W`` along :func:`r2f_plugin.lora.lora_step_direction`,
+weight ``W`` along :func:`r2f_bench.lora.lora_step_direction`,
 ``s(∇B·A + B·∇A)``; we apply that direction to the base weights with the shared
-relative step of :class:`r2f_plugin.one_step.OneStepUnlearner`, so the comparison
+relative step of :class:`r2f_bench.one_step.OneStepUnlearner`, so the comparison
 with R2F (decoded full gradient) and FullGrad (exact gradient) differs only in where
 the gradient comes from.
 
@@ -20,7 +20,7 @@ Defaults:
 
 * ``rank = 8``: the R2F paper's LoRA rank, identical to R2F's default so the probes
   are the same.
-* ``loss = unlikelihood``: :class:`r2f_plugin.one_step.StepParams`, shared with R2F
+* ``loss = unlikelihood``: :class:`r2f_bench.one_step.StepParams`, shared with R2F
   and FullGrad; ``step = 0.03`` for both, chosen by ``r2f-bench tune`` on RWKU's dev
   split (docs/tuning.md): the low-rank direction needs a longer step than the
   full-gradient ones to forget at all.
@@ -30,10 +30,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from r2f_plugin import hookimpl
-from r2f_plugin.lora import average, lora_gradients, lora_probe, lora_step_direction
-from r2f_plugin.one_step import OneStepUnlearner, StepParams
-from r2f_plugin.unlearner import at_least, tuned
+from .. import hookimpl
+from ..lora import average, lora_gradients, lora_probe, lora_step_direction
+from ..one_step import OneStepUnlearner, StepParams
+from ..unlearner import at_least, tuned
 
 
 @dataclass

@@ -12,7 +12,7 @@ unBound):
   the retain answers).
 
 For causal LMs the KL and the cross-entropy are token-level, over the answer tokens
-(:func:`r2f_plugin.training.answer_kl`, :func:`r2f_plugin.training.logits_nll`).
+(:func:`r2f_bench.training.answer_kl`, :func:`r2f_bench.training.logits_nll`).
 Forget data = all of the request's views (``request.views``); retain data = the
 request's retain facts (``request.retain``), the same for every method. An epoch is
 one pass over its data in steps of ``accumulate`` micro-batches of ``batch_size``.
@@ -32,7 +32,7 @@ Defaults:
   logits and do not transfer to token-level LM losses, so we weight both terms
   equally.
 * ``batch_size = 8``, ``accumulate = 4``: steps of 32 sequences in micro-batches of 8
-  (:class:`r2f_plugin.training.BatchParams`). Optimiser: AdamW, no weight decay, all
+  (:class:`r2f_bench.training.BatchParams`). Optimiser: AdamW, no weight decay, all
   parameters.
 """
 
@@ -44,10 +44,10 @@ from dataclasses import dataclass, field
 
 import torch
 
-from r2f_plugin import hookimpl
-from r2f_plugin.training import BatchParams, adamw, answer_kl, batch_logits, batches, encode, logits_nll, optimise
-from r2f_plugin.one_step import all_views
-from r2f_plugin.unlearner import Edit, Unlearner, at_least, positive
+from .. import hookimpl
+from ..training import BatchParams, adamw, answer_kl, batch_logits, batches, encode, logits_nll, optimise
+from ..one_step import all_views
+from ..unlearner import Edit, Unlearner, at_least, positive
 
 
 @dataclass

@@ -38,7 +38,7 @@ Defaults:
   tiny embedded models in 10 steps, so ``lr`` is chosen by ``r2f-bench tune`` on the
   dev split (``search_space``), the same for every target.
 * ``batch_size = 8``, ``accumulate = 4``: forget and retain sequences per micro-batch,
-  4 per step (the authors accumulate to 32; :class:`r2f_plugin.training.BatchParams`).
+  4 per step (the authors accumulate to 32; :class:`r2f_bench.training.BatchParams`).
 """
 
 from __future__ import annotations
@@ -48,12 +48,12 @@ from dataclasses import dataclass, field
 
 import torch
 
-from r2f_plugin import hookimpl
-from r2f_plugin.lora import lora_adapters, lora_layers
-from r2f_plugin.one_step import all_views
-from r2f_plugin.training import (BatchParams, adamw, answer_kl, answer_nll, batch_logits, cycle_batches, encode,
+from .. import hookimpl
+from ..lora import lora_adapters, lora_layers
+from ..one_step import all_views
+from ..training import (BatchParams, adamw, answer_kl, answer_nll, batch_logits, cycle_batches, encode,
                                  optimise)
-from r2f_plugin.unlearner import Edit, Unlearner, at_least, positive
+from ..unlearner import Edit, Unlearner, at_least, positive
 
 QV_MODULES = {"gpt2": ("c_attn",)}
 DEFAULT_QV = ("q_proj", "v_proj")

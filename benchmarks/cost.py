@@ -11,7 +11,7 @@ one-time set-up (R2F's decoder fit on a proxy built the same way, ECO's threshol
 and noise search) is excluded, as in the runner. Each method runs ``--repeats``
 times on a fresh copy of the model; the table reports the median seconds and the
 median peak memory above the level at entry (CUDA: ``max_memory_allocated``; CPU:
-glibc's malloc counters, see :mod:`r2f_plugin.measure`).
+glibc's malloc counters, see :mod:`r2f_bench.measure`).
 """
 
 from __future__ import annotations
@@ -25,13 +25,13 @@ from pathlib import Path
 
 import torch
 
-from r2f_plugin.data import ForgetRequest
-from r2f_plugin.measure import measure
-from r2f_plugin.models import EmbeddedSpec, build_model, build_tokenizer, teaching_texts
-from r2f_plugin.plugins import registry
-from r2f_plugin.unlearner import Context
-from r2f_plugin.views import Paraphraser, build_views
-from tasks.rwku import RWKU
+from r2f_bench.data import ForgetRequest
+from r2f_bench.measure import measure
+from r2f_bench.models import EmbeddedSpec, build_model, build_tokenizer, teaching_texts
+from r2f_bench.plugins import registry
+from r2f_bench.unlearner import Context
+from r2f_bench.views import Paraphraser, build_views
+from r2f_bench.tasks.rwku import RWKU
 
 DEFAULT_SIZES = "embedded:mistral-h128-l4,embedded:mistral-h512-l8"
 PROXY = "embedded:mistral-h64-l2"

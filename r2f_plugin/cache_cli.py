@@ -7,8 +7,8 @@ import argparse
 import shutil
 from pathlib import Path
 
-from r2f_plugin.errors import UserError
-from r2f_plugin.models import cache_root
+from .errors import UserError
+from .models import cache_root
 
 KINDS = ("models", "evals", "decoders")
 

@@ -14,7 +14,7 @@ import sys
 import warnings
 from typing import Callable
 
-from r2f_plugin.errors import UserError
+from .errors import UserError
 
 RESULT_COLUMNS = ("usr", "usr_seen", "gur", "locality", "rap", "mia", "seconds", "peak_mem_mb", "grad_cosine")
 
@@ -50,8 +50,8 @@ def add_run_options(p: argparse.ArgumentParser, split: bool = True) -> None:
 
 
 def run_config(args: argparse.Namespace, method: str, task: str):
-    from r2f_plugin.runner import RunConfig
-    from r2f_plugin.unlearner import parse_assignments
+    from .runner import RunConfig
+    from .unlearner import parse_assignments
 
     return RunConfig(method=method, task=task, seed=args.seed, model=args.model, proxy=args.proxy,
                      data_dir=args.data_dir, limit=args.limit,
@@ -64,8 +64,8 @@ def run_config(args: argparse.Namespace, method: str, task: str):
 
 
 def cmd_run(args: argparse.Namespace) -> None:
-    from r2f_plugin.plugins import registry
-    from r2f_plugin.runner import run
+    from .plugins import registry
+    from .runner import run
 
     registry().method(args.method)
     registry().task(args.task)
@@ -103,7 +103,7 @@ def describe(cls: type, width: int = 100) -> str:
 
 def cmd_list(kind: str) -> Callable[[argparse.Namespace], None]:
     def handler(args: argparse.Namespace) -> None:
-        from r2f_plugin.plugins import registry
+        from .plugins import registry
 
         reg = registry()
         items = reg.listing(kind)
@@ -140,11 +140,11 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=f"list installed {name}")
         p.add_argument("--json", action="store_true")
         p.set_defaults(func=cmd_list(kind))
-    from r2f_plugin import cache_cli, decoder_cli
-    from r2f_plugin.plots import add_plot_parser
-    from r2f_plugin.sweep import add_sweep_parser
-    from r2f_plugin.tables import add_table_parser
-    from r2f_plugin.tune import add_tune_parser
+    from . import cache_cli, decoder_cli
+    from .plots import add_plot_parser
+    from .sweep import add_sweep_parser
+    from .tables import add_table_parser
+    from .tune import add_tune_parser
 
     decoder_cli.add_parser(sub)
     cache_cli.add_parser(sub)

@@ -29,10 +29,10 @@ from typing import Sequence
 
 import torch
 
-from r2f_plugin import __version__
-from r2f_plugin.errors import UserError
-from r2f_plugin.lora import LoraGrad, role_of
-from r2f_plugin.storage import atomic_path
+from . import __version__
+from .errors import UserError
+from .lora import LoraGrad, role_of
+from .storage import atomic_path
 
 KINDS = ("two_sided", "projection")
 USES = {

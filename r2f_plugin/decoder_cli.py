@@ -8,11 +8,11 @@ import statistics
 import sys
 from pathlib import Path
 
-from r2f_plugin.errors import UserError
+from .errors import UserError
 
 
 def add_parser(sub) -> None:
-    from r2f_plugin.cli import add_run_options
+    from .cli import add_run_options
 
     dec = sub.add_parser("decoder", help="fit or evaluate R2F's gradient decoder")
     dsub = dec.add_subparsers(dest="decoder_command", required=True)
@@ -42,8 +42,8 @@ ROWS = {
 
 
 def _run(args, method_params: dict[str, str] | None = None):
-    from r2f_plugin.cli import run_config
-    from r2f_plugin.runner import Run
+    from .cli import run_config
+    from .runner import Run
 
     config = run_config(args, "r2f", args.task)
     config.params = {**config.params, **(method_params or {})}
@@ -69,8 +69,8 @@ def cmd_eval(args: argparse.Namespace) -> None:
     views together, per layer role and over all matrices; the table shows means over
     facts (± std for the overall cosine).
     """
-    from r2f_plugin.decoder import GradientDecoder
-    from r2f_plugin.r2f import decoder_cosines, fit_decoder
+    from .decoder import GradientDecoder
+    from r2f_bench.r2f import decoder_cosines, fit_decoder
 
     compare = [c.strip() for c in args.compare.split(",") if c.strip()]
     unknown = [c for c in compare if c not in ROWS]

@@ -15,9 +15,9 @@ from typing import Any, Callable, Iterable, Sequence
 
 import torch
 
-from r2f_plugin.data import Probe
-from r2f_plugin.errors import UserError
-from r2f_plugin.training import answer_nll, batches, encode, token_nll
+from .data import Probe
+from .errors import UserError
+from .training import answer_nll, batches, encode, token_nll
 
 LOSSES = ("ascent", "unlikelihood")
 # sequences per forward/backward pass when a gradient is computed (the R2F paper's

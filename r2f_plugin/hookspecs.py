@@ -7,8 +7,8 @@ ordinary plugins registered exactly this way.
 
 Example (``my_method.py``)::
 
-    from r2f_plugin import hookimpl
-    from r2f_plugin.unlearner import Unlearner
+    from . import hookimpl
+    from .unlearner import Unlearner
 
     class MyMethod(Unlearner):
         name = "mine"
@@ -36,7 +36,7 @@ def register_unlearners(register: Callable[[type], None]) -> None:
     """Register unlearning methods.
 
     :param register: call ``register(cls)`` once per method, where ``cls`` is a
-        subclass of :class:`r2f_plugin.unlearner.Unlearner`. Its ``name`` is what
+        subclass of :class:`r2f_bench.unlearner.Unlearner`. Its ``name`` is what
         users pass to ``--method``; a name registered twice is an error.
 
     Implementations must not do heavy work here (no model loading): this hook runs
@@ -49,7 +49,7 @@ def register_tasks(register: Callable[[type], None]) -> None:
     """Register benchmarks.
 
     :param register: call ``register(cls)`` once per benchmark, where ``cls`` is
-        a subclass of :class:`r2f_plugin.task.Task`. Its ``name`` is what users
+        a subclass of :class:`r2f_bench.task.Task`. Its ``name`` is what users
         pass to ``--task``; its lm-eval task YAMLs live in the directory returned
         by ``cls.yaml_dir()``.
     """

@@ -21,9 +21,9 @@ from unittest import mock
 
 import torch
 
-from r2f_plugin.data import Probe
-from r2f_plugin.metrics import ANSWERED_RECALL, rouge_l_recall
-from r2f_plugin.storage import atomic_write_text
+from .data import Probe
+from .metrics import ANSWERED_RECALL, rouge_l_recall
+from .storage import atomic_write_text
 
 
 def load_probe_dataset(task: str, probe_set: str, probes_file: str | None = None,
@@ -36,8 +36,8 @@ def load_probe_dataset(task: str, probe_set: str, probes_file: str | None = None
         rows = [json.loads(line) for line in Path(probes_file).read_text().splitlines() if line.strip()]
         rows = [r for r in rows if r["set"] == probe_set]
     else:
-        from r2f_plugin.plugins import registry
-        from r2f_plugin.task import data_path
+        from .plugins import registry
+        from .task import data_path
 
         if isinstance(targets, str):
             targets = [t for t in targets.split(",") if t]
@@ -56,7 +56,7 @@ def load_probe_dataset(task: str, probe_set: str, probes_file: str | None = None
 
 
 def bench_utility_set(task: str) -> str:
-    from r2f_plugin.plugins import registry
+    from .plugins import registry
 
     return registry().task(task).utility_set
 

@@ -18,10 +18,10 @@ from typing import Any, Iterator, Sequence
 
 import torch
 
-from r2f_plugin.data import Probe
-from r2f_plugin.errors import UserError
-from r2f_plugin.gradients import BATCH, backward_mean, check_finite, check_loss, sequence_losses
-from r2f_plugin.training import batches
+from .data import Probe
+from .errors import UserError
+from .gradients import BATCH, backward_mean, check_finite, check_loss, sequence_losses
+from .training import batches
 
 # Module names per architecture family; each maps to a role shared across families,
 # which is what lets a decoder fitted on one family be applied to another.

@@ -20,10 +20,10 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from r2f_plugin.data import Probe
-from r2f_plugin.errors import UserError
-from r2f_plugin.storage import atomic_dir, set_aside
-from r2f_plugin.training import MAX_LENGTH, answer_accuracy, finetune
+from .data import Probe
+from .errors import UserError
+from .storage import atomic_dir, set_aside
+from .training import MAX_LENGTH, answer_accuracy, finetune
 
 CACHE_VERSION = "4"
 VOCAB_SIZE = 2048

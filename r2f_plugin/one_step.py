@@ -12,10 +12,10 @@ from typing import Any, Callable
 
 import torch
 
-from r2f_plugin.data import ForgetRequest, Probe
-from r2f_plugin.gradients import LOSSES, apply_step, linear_weights
-from r2f_plugin.lora import target_modules
-from r2f_plugin.unlearner import Context, Edit, Unlearner, fraction, one_of
+from .data import ForgetRequest, Probe
+from .gradients import LOSSES, apply_step, linear_weights
+from .lora import target_modules
+from .unlearner import Context, Edit, Unlearner, fraction, one_of
 
 
 @dataclass

@@ -2,7 +2,7 @@
 
 One figure per ablation (``rank.png``, ``views.png``): a row per metric, a column
 per dataset, points at the mean over targets × seeds with 95% bootstrap intervals (aggregated as in
-:mod:`r2f_plugin.tables`). Records that differ in anything but the ablated value
+:mod:`r2f_bench.tables`). Records that differ in anything but the ablated value
 (method, other hyper-parameters, models) are drawn as separate lines; only lines
 with at least two ablated values are drawn. A rank point needs an explicit
 ``rank`` parameter (``r2f-bench sweep --ablation rank`` sets it).
@@ -15,10 +15,10 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Callable, Hashable, Sequence
 
-from r2f_plugin.errors import UserError
-from r2f_plugin.storage import atomic_path
-from r2f_plugin.store import Store, canonical_json
-from r2f_plugin.tables import (HIGHER_IS_BETTER, METRIC_TITLES, Record, aggregate, setting, setting_label,
+from .errors import UserError
+from .storage import atomic_path
+from .store import Store, canonical_json
+from .tables import (HIGHER_IS_BETTER, METRIC_TITLES, Record, aggregate, setting, setting_label,
                                task_order, varying)
 
 METRICS = ("usr", "gur", "rap", "mia")

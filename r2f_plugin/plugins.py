@@ -1,12 +1,15 @@
-"""The plugin manager: loads the ``r2f_bench`` entry points and keeps the registries.
+"""The plugin manager: loads the built-in plugins and the ``r2f_bench`` entry points,
+and keeps the registries.
 
-Every method and task, built-in or third-party, arrives through
-:func:`load_entry_points`. A plugin that fails to import is reported by name in a
-warning and skipped; the others still load.
+Built-in methods and tasks are ordinary plugin modules listed in
+:data:`DEFAULT_PLUGINS`; third-party ones arrive through the ``r2f_bench``
+entry-point group. Both go through the same hooks. A plugin that fails to import is
+reported by name in a warning and skipped; the others still load.
 """
 
 from __future__ import annotations
 
+import importlib
 import importlib.metadata as md
 import warnings
 from dataclasses import dataclass
@@ -15,8 +18,16 @@ from typing import Any
 
 import pluggy
 
-from r2f_plugin import hookspecs
-from r2f_plugin.errors import UserError
+from . import hookspecs
+from .errors import UserError
+
+# The built-in plugins, by module (relative to this package): each implements the hooks
+# of :mod:`r2f_bench.hookspecs` exactly as a third-party plugin does.
+DEFAULT_PLUGINS = (
+    "r2f", "baselines.fullgrad", "baselines.lora", "baselines.grad_ascent", "baselines.scrub",
+    "baselines.eco", "baselines.sku", "baselines.deepcut",
+    "tasks.rwku", "tasks.wmdp", "tasks.muse", "tasks.waterdrum",
+)
 
 
 @dataclass(frozen=True)
@@ -43,6 +54,15 @@ class PluginRegistry:
         self.info: dict[tuple[str, str], PluginInfo] = {}
 
     # -- registration -------------------------------------------------------
+    def load_defaults(self) -> None:
+        """Register the built-in plugins of :data:`DEFAULT_PLUGINS`."""
+        from . import __version__
+
+        for module in DEFAULT_PLUGINS:
+            name = f"{__package__}.{module}"
+            if self.pm.get_plugin(name) is None:
+                self.register(importlib.import_module(name), name, "r2f-bench", __version__)
+
     def load_entry_points(self) -> None:
         """Import every module of the ``r2f_bench`` entry-point group."""
         for ep in md.entry_points(group=hookspecs.PROJECT):
@@ -51,11 +71,8 @@ class PluginRegistry:
             try:
                 module = ep.load()
             except Exception as exc:  # a broken third-party plugin must not stop the rest
-                warnings.warn(
-                    f"r2f-bench plugin {ep.name!r} failed to load and was skipped: "
-                    f"{type(exc).__name__}: {exc}",
-                    stacklevel=2,
-                )
+                warnings.warn(f"r2f-bench plugin {ep.name!r} failed to load and was skipped: "
+                              f"{type(exc).__name__}: {exc}", stacklevel=2)
                 continue
             dist = ep.dist.metadata["Name"] if ep.dist else "unknown"
             version = ep.dist.version if ep.dist else "unknown"
@@ -132,9 +149,10 @@ _registry: PluginRegistry | None = None
 
 
 def registry() -> PluginRegistry:
-    """The process-wide registry, with all entry points loaded."""
+    """The process-wide registry: the built-in plugins, then every entry point."""
     global _registry
     if _registry is None:
         _registry = PluginRegistry()
+        _registry.load_defaults()
         _registry.load_entry_points()
     return _registry

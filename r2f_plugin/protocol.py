@@ -27,8 +27,8 @@ import re
 from dataclasses import dataclass, replace
 from typing import Iterable
 
-from r2f_plugin.data import Benchmark, Probe, Target
-from r2f_plugin.errors import UserError
+from .data import Benchmark, Probe, Target
+from .errors import UserError
 
 BLANK = re.compile(r"_{2,}")
 # an evaluated string shorter than this (after normalisation) is too common to call a leak

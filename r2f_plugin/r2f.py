@@ -3,7 +3,7 @@ from LoRA for Efficient LLM Unlearning", Algorithm 1).
 
 Per deletion request:
 1. attach LoRA probes (rank ``rank``, all linear layers, two-sided init, see
-   :mod:`r2f_plugin.lora`) to the frozen target;
+   :mod:`r2f_bench.lora`) to the frozen target;
 2. compute LoRA gradients of the unlearning loss on the request's views (the facts
    as asked plus paraphrases): per fact, averaged over that fact's views
    (``aggregate=before``, the default and the paper's order: Algorithm 1 averages
@@ -12,7 +12,7 @@ Per deletion request:
    0.92 on held-out RWKU facts, but one stored LoRA gradient per phrasing, 5x the
    memory, for the same unlearning on the dev split; docs/r2f.md);
 3. decode each unit's full gradient with the proxy-fitted decoder
-   (:mod:`r2f_plugin.decoder`), average the decoded units, and apply the step layer
+   (:mod:`r2f_bench.decoder`), average the decoded units, and apply the step layer
    by layer, so no full-model-size gradient is ever held.
 
 The decoding unit is one phrasing (or one fact) because that is what the decoder is
@@ -35,15 +35,15 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from r2f_plugin import hookimpl
-from r2f_plugin.data import ForgetRequest, Probe
-from r2f_plugin.decoder import KINDS, GradientDecoder, fit
-from r2f_plugin.errors import UserError
-from r2f_plugin.gradients import CosineMeter
-from r2f_plugin.lora import LoraGrad, grouped_lora_gradients, lora_gradients, lora_layers, lora_probe, role_of
-from r2f_plugin.one_step import OneStepUnlearner, StepParams, all_views
-from r2f_plugin.storage import set_aside
-from r2f_plugin.unlearner import Context, at_least, one_of, tuned
+from . import hookimpl
+from .data import ForgetRequest, Probe
+from .decoder import KINDS, GradientDecoder, fit
+from .errors import UserError
+from .gradients import CosineMeter
+from .lora import LoraGrad, grouped_lora_gradients, lora_gradients, lora_layers, lora_probe, role_of
+from .one_step import OneStepUnlearner, StepParams, all_views
+from .storage import set_aside
+from .unlearner import Context, at_least, one_of, tuned
 
 AGGREGATES = ("before", "after")
 

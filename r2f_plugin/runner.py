@@ -23,22 +23,22 @@ from typing import Any, Callable
 
 import torch
 
-from r2f_plugin import __version__, protocol
-from r2f_plugin.data import Benchmark, ForgetRequest, Probe, Target
-from r2f_plugin.distributed import cpu_threads, process_state, single_process_eval
-from r2f_plugin.errors import UserError
-from r2f_plugin.lmeval import evaluate_probes
-from r2f_plugin.measure import measure
-from r2f_plugin.metrics import identity_alignment, mean, pooled, recovery, retention, usr
-from r2f_plugin.models import (DEFAULT_PROXY, DEFAULT_TARGET, EmbeddedSpec, cache_root, check_model_path,
+from . import __version__, protocol
+from .data import Benchmark, ForgetRequest, Probe, Target
+from .distributed import cpu_threads, process_state, single_process_eval
+from .errors import UserError
+from .lmeval import evaluate_probes
+from .measure import measure
+from .metrics import identity_alignment, mean, pooled, recovery, retention, usr
+from .models import (DEFAULT_PROXY, DEFAULT_TARGET, EmbeddedSpec, cache_root, check_model_path,
                                embedded_key, embedded_model, hf_model)
-from r2f_plugin.plugins import registry
-from r2f_plugin.storage import append_line, atomic_dir, atomic_write_text, check_writable, set_aside
-from r2f_plugin.store import json_safe
-from r2f_plugin.task import data_path
-from r2f_plugin.training import finetune
-from r2f_plugin.unlearner import Context, Edit
-from r2f_plugin.views import build_views, check_paraphraser, make_paraphraser
+from .plugins import registry
+from .storage import append_line, atomic_dir, atomic_write_text, check_writable, set_aside
+from .store import json_safe
+from .task import data_path
+from .training import finetune
+from .unlearner import Context, Edit
+from .views import build_views, check_paraphraser, make_paraphraser
 
 EVAL_VERSION = "2"
 SPLITS = ("eval", "dev")

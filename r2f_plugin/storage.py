@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator
 
-from r2f_plugin.errors import UserError
+from .errors import UserError
 
 
 @contextmanager

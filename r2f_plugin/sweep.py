@@ -4,12 +4,12 @@ A *job* is one run configuration (method × task × seed × models × setting); 
 yields one record per evaluation target. Under ``accelerate launch`` process ``i``
 of ``n`` takes jobs ``i, i+n, i+2n, ...`` of the same deterministic plan, and runs
 each alone on its own device (independent jobs: no DistributedDataParallel).
-Before a target runs, its key (see :mod:`r2f_plugin.store`) is looked up and a
+Before a target runs, its key (see :mod:`r2f_bench.store`) is looked up and a
 finished one is skipped, so re-running an interrupted or extended sweep only does
 what is missing.
 
-Runnable as ``python -m r2f_plugin.sweep`` (hence ``accelerate launch -m
-r2f_plugin.sweep``) with the same arguments as ``r2f-bench sweep``.
+Runnable as ``python -m r2f_bench.sweep`` (hence ``accelerate launch -m
+r2f_bench.sweep``) with the same arguments as ``r2f-bench sweep``.
 """
 
 from __future__ import annotations
@@ -23,11 +23,11 @@ from functools import partial
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
-from r2f_plugin.errors import UserError
-from r2f_plugin.storage import check_writable
-from r2f_plugin.store import Store, job_key
+from .errors import UserError
+from .storage import check_writable
+from .store import Store, job_key
 
-DEFAULT_RUNNER = "r2f_plugin.runner"
+DEFAULT_RUNNER = "r2f_bench.runner"
 DEFAULT_OUTPUT = "r2f-output"
 ABLATION_METHOD = "r2f"
 RANKS = (2, 4, 8, 12, 16)
@@ -95,7 +95,7 @@ def expand(names: Sequence[str], kind: str, registry: Any = None, check: bool = 
     if not check and "all" not in names:
         return list(dict.fromkeys(names))
     if registry is None:
-        from r2f_plugin.plugins import registry as get_registry
+        from .plugins import registry as get_registry
 
         registry = get_registry()
     known = [info.name for info in registry.listing(kind)]
@@ -181,13 +181,13 @@ def execute(jobs: Sequence[Job], output: str, *, runner: Any = None,
     """Run this process's share of ``jobs``, skipping finished targets and storing each new one at once.
 
     ``runner`` provides ``RunConfig(**fields)`` and ``Run(config, progress=...)``
-    (default: :mod:`r2f_plugin.runner`). ``process`` is (index, count); by default
+    (default: :mod:`r2f_bench.runner`). ``process`` is (index, count); by default
     it comes from Accelerate. A failing job stops the sweep unless ``keep_going``,
     in which case the failures are listed in the report.
     """
     runner = runner if runner is not None else load_runner()
     if process is None:
-        from r2f_plugin.distributed import process_state
+        from .distributed import process_state
 
         state = process_state()
         process = (state.process_index, state.num_processes)
@@ -277,8 +277,8 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def sweep_command(args: argparse.Namespace) -> None:
-    """Handler of ``r2f-bench sweep`` and ``python -m r2f_plugin.sweep``."""
-    from r2f_plugin.unlearner import parse_assignments
+    """Handler of ``r2f-bench sweep`` and ``python -m r2f_bench.sweep``."""
+    from .unlearner import parse_assignments
 
     if args.methods is None:
         methods = [ABLATION_METHOD] if args.ablation else ["all"]
@@ -294,7 +294,7 @@ def sweep_command(args: argparse.Namespace) -> None:
                 forget_source=args.forget_source, retain_items=args.retain_items, threads=args.threads,
                 trust_remote_code=args.trust_remote_code or None)
     runner = None if args.dry_run else load_runner(args.runner)
-    from r2f_plugin.distributed import process_state, release_process_group
+    from .distributed import process_state, release_process_group
 
     state = process_state()
     process = (state.process_index, state.num_processes)
@@ -324,11 +324,11 @@ def add_sweep_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def main(argv: Iterable[str] | None = None) -> int:
-    """Entry point of ``python -m r2f_plugin.sweep`` (and ``accelerate launch -m r2f_plugin.sweep``)."""
-    from r2f_plugin.cli import guarded, quiet_libraries
+    """Entry point of ``python -m r2f_bench.sweep`` (and ``accelerate launch -m r2f_bench.sweep``)."""
+    from .cli import guarded, quiet_libraries
 
     quiet_libraries()
-    parser = argparse.ArgumentParser(prog="python -m r2f_plugin.sweep", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m r2f_bench.sweep", description=__doc__.split("\n\n")[0])
     _add_arguments(parser)
     args = parser.parse_args(None if argv is None else list(argv))
     return guarded(lambda: sweep_command(args),

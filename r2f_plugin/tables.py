@@ -34,9 +34,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Hashable, Iterable, Mapping, Sequence
 
-from r2f_plugin.errors import UserError
-from r2f_plugin.storage import atomic_path, write_fully
-from r2f_plugin.store import Store, canonical_json
+from .errors import UserError
+from .storage import atomic_path, write_fully
+from .store import Store, canonical_json
 
 HIGHER_IS_BETTER = {"usr": True, "usr_seen": True, "gur": True, "locality": True, "rap": False, "mia": True,
                     "seconds": False, "peak_mem_mb": False}

@@ -9,8 +9,8 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any, ClassVar
 
-from r2f_plugin.data import Benchmark
-from r2f_plugin.errors import UserError
+from .data import Benchmark
+from .errors import UserError
 
 HUB_PREFIX = "hf:"
 
@@ -67,7 +67,7 @@ class Task(ABC):
         ``targets`` picks evaluation targets by id or name, else the first ``limit``;
         ``n_dev`` targets disjoint from them form the dev split; ``forget_source`` is
         one of :attr:`forget_sources` (``None``: the default). The result must keep
-        every evaluated string out of what a method sees (:mod:`r2f_plugin.protocol`).
+        every evaluated string out of what a method sees (:mod:`r2f_bench.protocol`).
         """
 
     def chance(self, probe_set: str) -> float:

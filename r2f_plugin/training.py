@@ -13,9 +13,9 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 import torch
 import torch.nn.functional as F
 
-from r2f_plugin.data import Probe
-from r2f_plugin.errors import UserError
-from r2f_plugin.unlearner import at_least
+from .data import Probe
+from .errors import UserError
+from .unlearner import at_least
 
 # tokens of (prompt + answer) a training or unlearning sequence keeps, from the end: the
 # embedded models' whole context, so a long prompt is cut where lm-eval cuts it when
@@ -108,7 +108,7 @@ def optimise(opt: torch.optim.Optimizer, loss_fn: Callable[[int], torch.Tensor |
     ``None`` when there is none left (a pass over a fixed set of batches). The
     shared training loop of the multi-step baselines (gradient ascent, SCRUB, SKU,
     DeepCUT): micro-batches keep every method's passes the same size (see
-    :data:`r2f_plugin.gradients.BATCH`) while the effective batch stays the paper's.
+    :data:`r2f_bench.gradients.BATCH`) while the effective batch stays the paper's.
     Pass one :func:`adamw` across calls to keep its state. With ``decay`` the learning
     rate falls linearly to 0 over the ``steps``. Returns the mean loss of each step.
     """

@@ -1,7 +1,7 @@
 """``r2f-bench tune``: choose a method's hyper-parameters on the dev split.
 
 Every method declares its search space beside its defaults
-(:attr:`r2f_plugin.unlearner.Unlearner.search_space`). ``tune`` runs each point of
+(:attr:`r2f_bench.unlearner.Unlearner.search_space`). ``tune`` runs each point of
 that grid (or of ``--grid NAME=v1,v2``) on the **dev targets**, which are disjoint
 from the evaluation targets and unlearned from the same taught model, through the
 sweep machinery (results stored as they finish; a re-run resumes). It then applies
@@ -24,8 +24,8 @@ import json
 import statistics
 from typing import Any, Sequence
 
-from r2f_plugin.errors import UserError
-from r2f_plugin.store import Store
+from .errors import UserError
+from .store import Store
 
 METRICS = ("usr", "gur", "rap", "mia", "seconds")
 DEFAULT_MIN_GUR = 90.0
@@ -71,9 +71,9 @@ def choose(rows: list[tuple[dict[str, str], dict[str, float | None]]], min_gur: 
 
 
 def tune_command(args: argparse.Namespace) -> None:
-    from r2f_plugin.cli import run_config
-    from r2f_plugin.plugins import registry
-    from r2f_plugin.sweep import Job, execute, parse_seeds, split_list
+    from .cli import run_config
+    from .plugins import registry
+    from .sweep import Job, execute, parse_seeds, split_list
 
     plans = []  # (method, grid points, jobs per point): all checked before anything runs
     for method in split_list(args.method):
@@ -115,7 +115,7 @@ def render(method: str, task: str, rows: list, best: int, why: str) -> str:
 
 
 def add_tune_parser(subparsers: Any) -> argparse.ArgumentParser:
-    from r2f_plugin.cli import add_run_options
+    from .cli import add_run_options
 
     p = subparsers.add_parser("tune", help="choose a method's hyper-parameters on the dev split",
                               description=__doc__.split("\n\n")[0])

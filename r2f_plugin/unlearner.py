@@ -25,8 +25,8 @@ from typing import Any, Callable, ClassVar
 
 import torch
 
-from r2f_plugin.data import ForgetRequest, Probe, Target
-from r2f_plugin.errors import UserError
+from .data import ForgetRequest, Probe, Target
+from .errors import UserError
 
 
 @dataclass
@@ -52,7 +52,7 @@ class Edit:
 class Context:
     """What the runner gives a method besides the model and the request.
 
-    It holds only what a method may see (:mod:`r2f_plugin.protocol`): the dev split
+    It holds only what a method may see (:mod:`r2f_bench.protocol`): the dev split
     (targets disjoint from the evaluation targets, with their requests and probes, for
     fitting and tuning) and the retain pool; never an evaluation probe, the utility set
     or the MIA prompts.

@@ -29,8 +29,8 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from r2f_plugin.data import Probe
-from r2f_plugin.errors import UserError
+from .data import Probe
+from .errors import UserError
 
 MIN_COSINE = 0.70
 MAX_COSINE = 0.995

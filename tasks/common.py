@@ -8,8 +8,8 @@ from typing import Any, Mapping, Sequence, TypeVar
 
 import torch
 
-from r2f_plugin.data import Probe
-from r2f_plugin.errors import UserError
+from ..data import Probe
+from ..errors import UserError
 
 T = TypeVar("T")
 

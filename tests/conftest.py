@@ -22,8 +22,8 @@ def isolated_cache(tmp_path_factory):
 @pytest.fixture(scope="session")
 def tiny():
     """Sample benchmark, a taught tiny target (h64, 2 layers) and a narrower taught proxy (h32)."""
-    from r2f_plugin.models import EmbeddedSpec, embedded_model
-    from tasks.rwku import RWKU
+    from r2f_bench.models import EmbeddedSpec, embedded_model
+    from r2f_bench.tasks.rwku import RWKU
 
     bench = RWKU().load(None, None, 2, n_dev=2, forget_source="probes")
     facts = bench.teaching_set()
@@ -37,8 +37,8 @@ def tiny():
 
 @pytest.fixture
 def context(tiny, tmp_path):
-    from r2f_plugin.unlearner import Context
-    from r2f_plugin.views import Paraphraser, build_views
+    from r2f_bench.unlearner import Context
+    from r2f_bench.views import Paraphraser, build_views
 
     return Context(tokenizer=tiny["tok"], dev_targets=tiny["bench"].dev_targets, retain_pool=tiny["bench"].retain_pool(), seed=0, cache_dir=tmp_path,
                    make_views=lambda facts: build_views(facts, 5, Paraphraser()),

@@ -1,4 +1,4 @@
-"""A stand-in for ``r2f_plugin.runner`` in sweep tests: same API, synthetic records, no models.
+"""A stand-in for ``r2f_bench.runner`` in sweep tests: same API, synthetic records, no models.
 
 Every ``run_target`` call appends ``{"label", "target", "rank", "pid"}`` to the
 JSONL file named by ``R2F_FAKE_LOG`` (if set) and to :data:`CALLS`, so tests can
@@ -15,7 +15,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Callable
 
-from r2f_plugin.storage import append_line
+from r2f_bench.storage import append_line
 
 CALLS: list[dict] = []
 

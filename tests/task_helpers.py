@@ -1,15 +1,12 @@
-"""Shared by the task tests: the shared data folder beside the repository, lm-eval YAML
-probe sets, and registering a task whose entry point an older editable install lacks."""
+"""Shared by the task tests: the shared data folder beside the repository and lm-eval
+YAML probe sets."""
 
 from __future__ import annotations
 
-import importlib
 import re
 from pathlib import Path
 
 import pytest
-
-from r2f_plugin.plugins import registry
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 
@@ -19,13 +16,6 @@ def shared_dir(*parts: str) -> Path:
     if not path.is_dir():
         pytest.skip(f"shared data {path} is absent")
     return path
-
-
-def ensure_registered(name: str) -> None:
-    """Register ``tasks.<name>`` unless its ``r2f_bench`` entry point is installed."""
-    reg = registry()
-    if reg.pm.get_plugin(name) is None:
-        reg.register(importlib.import_module(f"tasks.{name}"), name)
 
 
 def yaml_sets(yaml_dir: Path) -> dict[str, str]:
@@ -41,9 +31,8 @@ def yaml_sets(yaml_dir: Path) -> dict[str, str]:
 
 def assert_lm_eval_round_trip(task_cls: type) -> None:
     """Every probe set has a YAML named ``<task>_<set>`` whose dataset hook returns rows."""
-    from r2f_plugin.lmeval import load_probe_dataset
+    from r2f_bench.lmeval import load_probe_dataset
 
-    ensure_registered(task_cls.name)
     expected = task_cls.forget_sets + task_cls.neighbor_sets + (task_cls.utility_set,)
     assert yaml_sets(task_cls.yaml_dir()) == {f"{task_cls.name}_{s}": s for s in expected}
     for s in expected:

@@ -8,8 +8,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from r2f_plugin.store import Store
-from r2f_plugin.sweep import plan
+from r2f_bench.store import Store
+from r2f_bench.sweep import plan
 
 ROOT = Path(__file__).resolve().parents[1]
 METHODS, TASKS, SEEDS = ["r2f", "ga", "fullgrad"], ["rwku"], [0, 1]
@@ -30,7 +30,7 @@ def _launch(output: Path, log: Path) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
            "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
            "--main_process_port", str(_free_port()),
-           "-m", "r2f_plugin.sweep", "--runner", "fake_runner", "--methods", ",".join(METHODS),
+           "-m", "r2f_bench", "sweep", "--runner", "fake_runner", "--methods", ",".join(METHODS),
            "--tasks", ",".join(TASKS), "--seeds", ",".join(map(str, SEEDS)), "--limit", "2",
            "--output", str(output)]
     return subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)

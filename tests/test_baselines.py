@@ -15,11 +15,11 @@ WEIGHT_EDITING = ["lora_single", "lora_multi", "grad_ascent", "sku", "deepcut", 
 @pytest.fixture(scope="module")
 def setting(tmp_path_factory):
     """A tiny taught model on RWKU's sample, a Context as the runner builds it, and a request."""
-    from r2f_plugin.data import ForgetRequest
-    from r2f_plugin.models import EmbeddedSpec, embedded_model
-    from r2f_plugin.unlearner import Context
-    from r2f_plugin.views import Paraphraser, build_views
-    from tasks.rwku import RWKU
+    from r2f_bench.data import ForgetRequest
+    from r2f_bench.models import EmbeddedSpec, embedded_model
+    from r2f_bench.unlearner import Context
+    from r2f_bench.views import Paraphraser, build_views
+    from r2f_bench.tasks.rwku import RWKU
 
     cache = tmp_path_factory.mktemp("baselines-cache")
     with pytest.MonkeyPatch.context() as mp:
@@ -36,13 +36,13 @@ def setting(tmp_path_factory):
 
 
 def method(name: str):
-    from r2f_plugin.plugins import registry
+    from r2f_bench.plugins import registry
 
     return registry().method(name)()
 
 
 def forget_nll(model, tok, probes) -> float:
-    from r2f_plugin.training import answer_nll, encode
+    from r2f_bench.training import answer_nll, encode
 
     with torch.no_grad():
         return float(answer_nll(model, encode(tok, probes)).mean())
@@ -68,13 +68,13 @@ def unlearned(setting, name: str):
 def test_all_baselines_registered():
     import importlib
 
-    from r2f_plugin.plugins import registry
+    from r2f_bench.plugins import registry
 
     listed = {i.name: i for i in registry().listing("method")}
     assert set(BASELINES) | {"r2f"} <= set(listed)
     for name in BASELINES:
         cls = registry().method(name)
-        assert cls.name == name and cls.__module__.startswith("baselines.")
+        assert cls.name == name and cls.__module__.startswith("r2f_bench.baselines.")
         assert "et al." in importlib.import_module(cls.__module__).__doc__ or name.startswith(("lora", "fullgrad"))
 
 
@@ -89,8 +89,8 @@ def test_weight_editing_baselines_forget(setting, name):
 
 
 def test_lora_baselines_step_only_adapted_matrices(setting):
-    from r2f_plugin.gradients import linear_weights
-    from r2f_plugin.lora import target_modules
+    from r2f_bench.gradients import linear_weights
+    from r2f_bench.lora import target_modules
 
     _, edit = unlearned(setting, "lora_multi")
     assert edit.info["views_used"] == len(setting["request"].views) > 1
@@ -123,7 +123,7 @@ def test_eco_edits_no_weight_and_corrupts_only_flagged_prompts(setting):
 
 
 def test_scrub_teacher_stays_frozen(setting, monkeypatch):
-    import baselines.scrub as scrub
+    import r2f_bench.baselines.scrub as scrub
 
     captured, real = {}, scrub.frozen_copy
 

@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from r2f_plugin.cli import main
+from r2f_bench.cli import main
 
 TINY = ["--model", "embedded:mistral-h64-l2", "--proxy", "embedded:mistral-h32-l2", "--views", "3"]
 
@@ -71,7 +71,7 @@ def test_unreachable_hub_dataset(capsys, tmp_path, monkeypatch):
          capsys, "cannot fetch dataset 'jinzhuoran/RWKU'")
 
 def test_malformed_data_file(capsys, tmp_path):
-    from tasks.rwku import SAMPLE_DIR
+    from r2f_bench.tasks.rwku import SAMPLE_DIR
 
     data = tmp_path / "rwku"
     shutil.copytree(SAMPLE_DIR, data)
@@ -105,7 +105,7 @@ def test_closed_pipe_exits_quietly():
     read_end, write_end = os.pipe()
     os.close(read_end)  # every write to the pipe now fails with EPIPE
     try:
-        proc = subprocess.run([sys.executable, "-m", "r2f_plugin.cli", "methods"], stdout=write_end,
+        proc = subprocess.run([sys.executable, "-m", "r2f_bench", "methods"], stdout=write_end,
                               stderr=subprocess.PIPE, text=True, timeout=120)
     finally:
         os.close(write_end)

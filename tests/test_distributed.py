@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from r2f_plugin.distributed import LAUNCH_VARIABLES, single_process_eval
+from r2f_bench.distributed import LAUNCH_VARIABLES, single_process_eval
 
 WORKER_ENV = {"LOCAL_RANK": "1", "RANK": "1", "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2"}
 
@@ -32,7 +32,7 @@ def _rwku_eval(tmp_path):
     from lm_eval.api.model import LM
     from lm_eval.tasks import TaskManager
 
-    from tasks.rwku import RWKU
+    from r2f_bench.tasks.rwku import RWKU
 
     class Silent(LM):  # an in-memory model: rank 0 of 1, like HFLM(pretrained=<module>)
         def generate_until(self, requests, disable_tqdm=False):
@@ -66,9 +66,9 @@ def test_hflm_in_memory_model_under_worker_environment(worker_env, tmp_path):
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    from r2f_plugin.lmeval import evaluate_probes
-    from r2f_plugin.models import build_tokenizer
-    from tasks.rwku import RWKU
+    from r2f_bench.lmeval import evaluate_probes
+    from r2f_bench.models import build_tokenizer
+    from r2f_bench.tasks.rwku import RWKU
 
     task = RWKU()
     probes = {"forget_fb": task.load(None, None, 1, n_dev=0).targets[0].probes["forget_fb"][:2]}

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from r2f_plugin.cli import main
-from r2f_plugin.errors import UserError
-from tasks.rwku import SAMPLE_DIR
+from r2f_bench.cli import main
+from r2f_bench.errors import UserError
+from r2f_bench.tasks.rwku import SAMPLE_DIR
 
 RUN = ["--method", "r2f", "--task", "rwku"]
 
@@ -107,7 +107,7 @@ def test_bad_input_is_one_line_and_exit_2(case, tmp_path, rwku_copy, capsys, mon
 
 
 def test_corrupt_model_weights_under_model_are_one_line(tmp_path, capsys):
-    from r2f_plugin.models import EmbeddedSpec, build_model, build_tokenizer
+    from r2f_bench.models import EmbeddedSpec, build_model, build_tokenizer
 
     tok = build_tokenizer(["a small text to train a tokenizer on"] * 4)
     model = build_model(EmbeddedSpec.parse("embedded:mistral-h32-l1"), tok)
@@ -124,7 +124,7 @@ def test_corrupt_model_weights_under_model_are_one_line(tmp_path, capsys):
 
 def test_full_disk_append_rolls_back(tmp_path, monkeypatch):
     """A short write (the disk filled up) leaves the file exactly as it was and says so."""
-    from r2f_plugin import storage
+    from r2f_bench import storage
 
     log = tmp_path / "results.jsonl"
     storage.append_line(log, json.dumps({"target": "1"}))
@@ -137,7 +137,7 @@ def test_full_disk_append_rolls_back(tmp_path, monkeypatch):
 
 
 def test_strict_json_never_writes_nan(tmp_path):
-    from r2f_plugin.store import Store, canonical_json, json_safe
+    from r2f_bench.store import Store, canonical_json, json_safe
 
     assert json_safe({"mia": float("nan"), "usr": [1.0, float("inf")]}) == {"mia": None, "usr": [1.0, None]}
     with pytest.raises(ValueError):
@@ -147,8 +147,8 @@ def test_strict_json_never_writes_nan(tmp_path):
 
 
 def test_broken_plugin_hook_is_skipped_with_one_warning():
-    from r2f_plugin import hookimpl
-    from r2f_plugin.plugins import registry
+    from r2f_bench import hookimpl
+    from r2f_bench.plugins import registry
 
     class Broken:
         @hookimpl
@@ -165,7 +165,7 @@ def test_broken_plugin_hook_is_skipped_with_one_warning():
 
 
 def test_empty_forget_set_skips_that_target_only(rwku_copy, tmp_path):
-    from r2f_plugin.runner import Run, RunConfig
+    from r2f_bench.runner import Run, RunConfig
 
     _write(first_target(rwku_copy) / "forget_level1.json", [])
     said = []
@@ -178,7 +178,7 @@ def test_empty_forget_set_skips_that_target_only(rwku_copy, tmp_path):
 def test_second_claim_on_a_job_is_refused_and_a_dead_holder_is_taken_over(tmp_path):
     import socket
 
-    from r2f_plugin.store import LOCKS_DIR, Store
+    from r2f_bench.store import LOCKS_DIR, Store
 
     store, key = Store(tmp_path), "cd" * 32
     with store.claim(key) as first:
@@ -193,7 +193,7 @@ def test_second_claim_on_a_job_is_refused_and_a_dead_holder_is_taken_over(tmp_pa
 def test_table_skips_invalid_records_and_writes_every_format(tmp_path, capsys):
     from test_tables import record
 
-    from r2f_plugin.store import Store, record_key
+    from r2f_bench.store import Store, record_key
 
     store = Store(tmp_path)
     good = [record("r2f", "rwku", 0, t, 80.0, 95.0, 20.0, 0.9, 1.0) for t in ("t1", "t2")]
@@ -209,8 +209,8 @@ def test_table_skips_invalid_records_and_writes_every_format(tmp_path, capsys):
 
 
 def test_corrupt_cached_model_is_set_aside_and_rebuilt(tmp_path, monkeypatch):
-    from r2f_plugin.models import EmbeddedSpec, embedded_model
-    from tasks.rwku import RWKU
+    from r2f_bench.models import EmbeddedSpec, embedded_model
+    from r2f_bench.tasks.rwku import RWKU
 
     monkeypatch.setenv("R2F_BENCH_CACHE", str(tmp_path))
     facts = RWKU().load(None, None, 1, 0).targets[0].probes["forget_qa"][:3]
@@ -226,7 +226,7 @@ def test_corrupt_cached_model_is_set_aside_and_rebuilt(tmp_path, monkeypatch):
 
 
 def test_corrupt_cached_decoder_is_refitted(tiny, context):
-    from r2f_plugin.plugins import registry
+    from r2f_bench.plugins import registry
 
     cls = registry().method("r2f")
     cls(cls.parse_params({"fit_examples": "4"})).setup(tiny["model"], context)
@@ -245,11 +245,11 @@ def test_nan_edit_is_a_diverged_record_never_perfect_forgetting(tmp_path):
     left out of tables with a count; the run's work folders are gone afterwards."""
     from test_tables import record as table_record
 
-    from r2f_plugin import hookimpl
-    from r2f_plugin.plugins import registry
-    from r2f_plugin.runner import Run, RunConfig
-    from r2f_plugin.tables import build_tables
-    from r2f_plugin.unlearner import Edit, Unlearner
+    from r2f_bench import hookimpl
+    from r2f_bench.plugins import registry
+    from r2f_bench.runner import Run, RunConfig
+    from r2f_bench.tables import build_tables
+    from r2f_bench.unlearner import Edit, Unlearner
 
     class Explode(Unlearner):
         name = "explode"
@@ -303,7 +303,7 @@ def test_cache_info_and_clear(tmp_path, monkeypatch, capsys):
 
 
 def test_cpu_threads_follow_the_option_the_environment_and_the_process_count(monkeypatch):
-    from r2f_plugin.distributed import cpu_threads
+    from r2f_bench.distributed import cpu_threads
 
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     cores = len(os.sched_getaffinity(0))

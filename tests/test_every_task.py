@@ -13,8 +13,8 @@ import copy
 import pytest
 import torch
 
-from r2f_plugin.data import ForgetRequest
-from r2f_plugin.plugins import registry
+from r2f_bench.data import ForgetRequest
+from r2f_bench.plugins import registry
 
 METHODS = [i.name for i in registry().listing("method")]
 TASKS = [i.name for i in registry().listing("task")]
@@ -23,9 +23,9 @@ TASKS = [i.name for i in registry().listing("task")]
 @pytest.fixture(scope="module")
 def settings(tmp_path_factory):
     """Per task: bundled sample, an untaught tiny model and proxy, a Context and a request."""
-    from r2f_plugin.models import EmbeddedSpec, build_model, build_tokenizer, teaching_texts
-    from r2f_plugin.unlearner import Context
-    from r2f_plugin.views import Paraphraser, build_views
+    from r2f_bench.models import EmbeddedSpec, build_model, build_tokenizer, teaching_texts
+    from r2f_bench.unlearner import Context
+    from r2f_bench.views import Paraphraser, build_views
 
     out = {}
     for name in TASKS:

@@ -7,8 +7,8 @@ import copy
 import pytest
 import torch
 
-from r2f_plugin.data import ForgetRequest
-from r2f_plugin.training import answer_accuracy, answer_nll, encode
+from r2f_bench.data import ForgetRequest
+from r2f_bench.training import answer_accuracy, answer_nll, encode
 
 NEIGHBOUR_BOUND = 0.15  # max drop of neighbour answer-token accuracy allowed
 
@@ -20,7 +20,7 @@ def request_for(tiny, context, i=0):
 
 
 def run_method(name, tiny, context, **params):
-    from r2f_plugin.plugins import registry
+    from r2f_bench.plugins import registry
 
     cls = registry().method(name)
     method = cls(cls.parse_params({k: str(v) for k, v in params.items()}))
@@ -63,7 +63,7 @@ def test_r2f_decoder_cache_follows_the_proxy_weights(tiny, context):
     """Two proxies under one name (say, rebuilt with another seed) never share a fitted decoder."""
     import dataclasses
 
-    from r2f_plugin.plugins import registry
+    from r2f_bench.plugins import registry
 
     cls = registry().method("r2f")
     for key in ("proxy-weights-a", "proxy-weights-a", "proxy-weights-b"):
@@ -72,7 +72,7 @@ def test_r2f_decoder_cache_follows_the_proxy_weights(tiny, context):
 
 def test_r2f_holds_no_full_gradient(tiny, context):
     """No parameter of the target ever gets a .grad during an R2F deletion."""
-    from r2f_plugin.r2f import R2F
+    from r2f_bench.r2f import R2F
 
     method = R2F()
     method.setup(tiny["model"], context)
@@ -96,7 +96,7 @@ def test_r2f_holds_no_full_gradient(tiny, context):
 
 
 def test_nan_weights_give_a_clear_error(tiny, context):
-    from r2f_plugin.errors import UserError
+    from r2f_bench.errors import UserError
 
     method, target, request, _ = run_method("fullgrad", tiny, context)
     broken = copy.deepcopy(tiny["model"])
@@ -113,10 +113,10 @@ def test_r2f_peak_memory_is_a_fraction_of_fullgrads(tiny, context, tmp_path):
     facts, one micro-batch, so their activations are the same and the difference is
     the gradient buffer. (With more views R2F's activations grow with the longest
     paraphrases; benchmarks/cost.py measures whole deletions.)"""
-    from r2f_plugin.decoder import GradientDecoder
-    from r2f_plugin.measure import measure
-    from r2f_plugin.models import EmbeddedSpec, build_model
-    from r2f_plugin.plugins import registry
+    from r2f_bench.decoder import GradientDecoder
+    from r2f_bench.measure import measure
+    from r2f_bench.models import EmbeddedSpec, build_model
+    from r2f_bench.plugins import registry
 
     wide = build_model(EmbeddedSpec.parse("embedded:mistral-h1024-l2"), tiny["tok"]).eval()
     gradient_mb = sum(m.weight.numel() for n, m in wide.named_modules() if n.endswith("proj")) * 4 / 2**20

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from r2f_plugin.errors import UserError
-from r2f_plugin.models import DEFAULT_PROXY, EmbeddedSpec, build_model, build_tokenizer
+from r2f_bench.errors import UserError
+from r2f_bench.models import DEFAULT_PROXY, EmbeddedSpec, build_model, build_tokenizer
 
 
 def test_parse_matches_the_defaults():
@@ -32,7 +32,7 @@ def test_bad_spec_is_one_line(spec):
 
 
 def _facts():
-    from tasks.rwku import RWKU
+    from r2f_bench.tasks.rwku import RWKU
 
     bench = RWKU().load(None, None, 1, n_dev=0)
     return bench.targets[0].probes["forget_qa"][:6], bench.general_prompts[:4]
@@ -40,7 +40,7 @@ def _facts():
 
 def test_teaching_starts_over_at_a_lower_rate(monkeypatch):
     """A rate at which the model cannot learn its facts is followed by the next one."""
-    from r2f_plugin import models
+    from r2f_bench import models
 
     monkeypatch.setattr(models, "TEACHING_RATES", (30.0, 3e-3))  # the first diverges
     facts, extra = _facts()
@@ -52,7 +52,7 @@ def test_teaching_starts_over_at_a_lower_rate(monkeypatch):
 
 
 def test_a_model_that_never_learns_is_flagged(monkeypatch):
-    from r2f_plugin import models
+    from r2f_bench import models
 
     monkeypatch.setattr(models, "TEACHING_RATES", (30.0,))
     facts, extra = _facts()

@@ -3,9 +3,9 @@ import argparse
 import pytest
 from test_tables import record
 
-from r2f_plugin.errors import UserError
-from r2f_plugin.plots import add_plot_parser, plot_ablation, series
-from r2f_plugin.store import Store, record_key
+from r2f_bench.errors import UserError
+from r2f_bench.plots import add_plot_parser, plot_ablation, series
+from r2f_bench.store import Store, record_key
 
 
 def ablation_records():

@@ -1,4 +1,5 @@
-"""Plugin discovery: built-ins via entry points, throwaway plugins, broken plugins."""
+"""Plugin discovery: built-ins from DEFAULT_PLUGINS, third parties via entry points,
+throwaway plugins, broken plugins."""
 
 from __future__ import annotations
 
@@ -7,11 +8,11 @@ import types
 
 import pytest
 
-from r2f_plugin import hookimpl
-from r2f_plugin.data import ForgetRequest
-from r2f_plugin.errors import UserError
-from r2f_plugin.plugins import PluginRegistry
-from r2f_plugin.unlearner import Edit, Unlearner
+from r2f_bench import hookimpl
+from r2f_bench.data import ForgetRequest
+from r2f_bench.errors import UserError
+from r2f_bench.plugins import PluginRegistry
+from r2f_bench.unlearner import Edit, Unlearner
 
 
 class Noop(Unlearner):
@@ -23,13 +24,32 @@ class Noop(Unlearner):
         return Edit(model)
 
 
-def test_builtins_arrive_through_entry_points():
+def test_builtins_load_from_default_plugins_without_install_metadata(monkeypatch):
+    monkeypatch.setattr(md, "entry_points", lambda group: [])
     reg = PluginRegistry()
-    reg.load_entry_points()
+    reg.load_defaults()
     names = {i.name for i in reg.listing("method")}
-    assert {"r2f", "fullgrad"} <= names
-    assert "rwku" in {i.name for i in reg.listing("task")}
-    assert reg.listing("method")[0].distribution == "r2f-bench"
+    assert {"r2f", "fullgrad", "lora_single", "eco"} <= names
+    assert {i.name for i in reg.listing("task")} == {"rwku", "wmdp", "muse", "waterdrum"}
+    assert {i.distribution for i in reg.listing("method")} == {"r2f-bench"}
+
+
+def test_third_party_plugin_arrives_through_its_entry_point(monkeypatch):
+    module = types.SimpleNamespace(register_unlearners=hookimpl(lambda register: register(Noop)))
+
+    class EntryPoint:
+        name = "noop_plugin"
+        dist = types.SimpleNamespace(metadata={"Name": "noop-dist"}, version="1.2")
+
+        def load(self):
+            return module
+
+    monkeypatch.setattr(md, "entry_points", lambda group: [EntryPoint()] if group == "r2f_bench" else [])
+    reg = PluginRegistry()
+    reg.load_defaults()
+    reg.load_entry_points()
+    assert reg.method("noop_test") is Noop and reg.method("r2f").name == "r2f"
+    assert reg.version_of("method", "noop_test") == "noop-dist==1.2"
 
 
 def test_throwaway_plugin_registers_and_lists():
@@ -55,6 +75,7 @@ def test_broken_plugin_warns_by_name_and_others_load(monkeypatch):
 
     monkeypatch.setattr(md, "entry_points", lambda group: [Broken(), *real(group=group)])
     reg = PluginRegistry()
+    reg.load_defaults()
     with pytest.warns(UserWarning, match="'broken_plugin' failed to load"):
         reg.load_entry_points()
     assert reg.method("r2f").name == "r2f"
@@ -70,7 +91,7 @@ def test_duplicate_names_are_refused():
 
 
 def test_params_override_and_errors():
-    from r2f_plugin.r2f import R2F
+    from r2f_bench.r2f import R2F
 
     p = R2F.parse_params({"rank": "4", "step": "0.1"})
     assert (p.rank, p.step) == (4, 0.1)

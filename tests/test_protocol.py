@@ -6,13 +6,13 @@ import dataclasses
 
 import pytest
 
-from r2f_plugin import protocol
-from r2f_plugin.data import Probe
-from r2f_plugin.errors import UserError
-from r2f_plugin.plugins import registry
-from r2f_plugin.runner import Run, RunConfig
-from r2f_plugin.views import Paraphraser, build_views
-from tasks.rwku import RWKU
+from r2f_bench import protocol
+from r2f_bench.data import Probe
+from r2f_bench.errors import UserError
+from r2f_bench.plugins import registry
+from r2f_bench.runner import Run, RunConfig
+from r2f_bench.views import Paraphraser, build_views
+from r2f_bench.tasks.rwku import RWKU
 
 from conftest import SHARED_DATA
 
@@ -127,7 +127,7 @@ def test_a_seed_is_a_replicate():
     """Another seed builds another embedded model (initialisation, teaching order) and draws other views."""
     import torch
 
-    from r2f_plugin.models import EmbeddedSpec, build_model, build_tokenizer, embedded_key
+    from r2f_bench.models import EmbeddedSpec, build_model, build_tokenizer, embedded_key
 
     spec = EmbeddedSpec.parse("embedded:mistral-h32-l1")
     facts = RWKU().load(None, None, 1, 0).teaching_set()[:4]

@@ -11,8 +11,8 @@ import sys
 import pytest
 import torch
 
-from r2f_plugin.cli import main
-from r2f_plugin.runner import Run, RunConfig
+from r2f_bench.cli import main
+from r2f_bench.runner import Run, RunConfig
 
 TINY = dict(model="embedded:mistral-h64-l2", proxy="embedded:mistral-h32-l2", views=3)
 TINY_ARGS = ["--model", TINY["model"], "--proxy", TINY["proxy"], "--views", "3"]
@@ -33,7 +33,7 @@ def test_dev_split_and_requests_never_retain_the_targets_own_facts(tmp_path):
 
 
 def test_resumed_sweep_builds_nothing(tmp_path, monkeypatch):
-    from r2f_plugin.sweep import Job, execute
+    from r2f_bench.sweep import Job, execute
 
     job = Job(dict(method="fullgrad", task="rwku", seed=0, limit=1, output=str(tmp_path), **TINY))
     first = execute([job], str(tmp_path), process=(0, 1), progress=lambda m: None)
@@ -60,7 +60,7 @@ def test_sequential_deletions_start_from_the_previous_result(tmp_path):
 
 def test_saved_checkpoint_is_evaluated_by_the_lm_eval_command(tmp_path, capsys):
     """The README's `lm_eval --include_path ...` command on a model saved by --save-model."""
-    import tasks.rwku
+    from r2f_bench.tasks import rwku
 
     saved = tmp_path / "models"
     assert main(["--method", "fullgrad", "--task", "rwku", "--limit", "1", "--output", str(tmp_path / "out"),
@@ -70,7 +70,7 @@ def test_saved_checkpoint_is_evaluated_by_the_lm_eval_command(tmp_path, capsys):
     assert (checkpoint / "model.safetensors").is_file() and (checkpoint / "tokenizer.json").is_file()
     lm_eval = os.path.join(os.path.dirname(sys.executable), "lm_eval")
     out = subprocess.run(
-        [lm_eval, "--model", "hf", "--model_args", f"pretrained={checkpoint}", "--include_path", str(tasks.rwku.HERE),
+        [lm_eval, "--model", "hf", "--model_args", f"pretrained={checkpoint}", "--include_path", str(rwku.HERE),
          "--tasks", "rwku_forget_fb,rwku_neighbor_qa", "--metadata", json.dumps({"targets": [record["target"]]}),
          "--output_path", str(tmp_path / "lm_eval")],
         capture_output=True, text=True, timeout=300, env={**os.environ, "HF_HUB_OFFLINE": "1"})
@@ -90,7 +90,7 @@ def test_inference_time_method_refuses_to_save_a_checkpoint(tmp_path, capsys):
 
 
 def test_tune_rule_and_command(tmp_path, capsys):
-    from r2f_plugin.tune import choose, grid_points
+    from r2f_bench.tune import choose, grid_points
 
     assert grid_points({"b": (1, 2), "a": ("x",)}) == [{"a": "x", "b": "1"}, {"a": "x", "b": "2"}]
     row = lambda usr, gur: ({}, {"usr": usr, "gur": gur})
@@ -104,8 +104,8 @@ def test_tune_rule_and_command(tmp_path, capsys):
     assert all(r["targets"] == 1 for r in search["rows"])
     assert search["chosen"] in ({"step": "0.005"}, {"step": "0.04"})
     # every dev-split record stays out of the leaderboard
-    from r2f_plugin.store import Store
-    from r2f_plugin.tables import build_tables
+    from r2f_bench.store import Store
+    from r2f_bench.tables import build_tables
 
     records = list(Store(tmp_path).records())
     assert records and all(r["config"]["split"] == "dev" for r in records)

@@ -4,9 +4,9 @@ from types import SimpleNamespace
 import fake_runner
 import pytest
 
-from r2f_plugin.errors import UserError
-from r2f_plugin.store import Store, record_key
-from r2f_plugin.sweep import (RANKS, TRANSFER_PROXIES, TRANSFER_TARGETS, VIEWS, execute, expand, main,
+from r2f_bench.errors import UserError
+from r2f_bench.store import Store, record_key
+from r2f_bench.sweep import (RANKS, TRANSFER_PROXIES, TRANSFER_TARGETS, VIEWS, execute, expand, main,
                               parse_seeds, plan, shard)
 
 REGISTRY = SimpleNamespace(listing=lambda kind: [SimpleNamespace(name=n) for n in (

@@ -4,9 +4,9 @@ import io
 
 import pytest
 
-from r2f_plugin.errors import UserError
-from r2f_plugin.store import Store, record_key
-from r2f_plugin.tables import add_table_parser, build_tables, render, summarize, to_markdown
+from r2f_bench.errors import UserError
+from r2f_bench.store import Store, record_key
+from r2f_bench.tables import add_table_parser, build_tables, render, summarize, to_markdown
 
 TARGET, PROXY = "embedded:mistral-h128-l4", "embedded:mistral-h64-l2"
 FACTS = {"rwku": 120, "wmdp": 80}

@@ -10,11 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from r2f_plugin.errors import UserError
+from r2f_bench.errors import UserError
 from task_helpers import assert_lm_eval_round_trip, shared_dir
-from tasks.common import auroc
-from tasks.waterdrum import SAMPLE_DIR, OwnerTarget, WaterDrum
-from tasks.waterdrum.watermark import Verifier, WatermarkSpec, load_verifier, waterdrum_score, word_encoder
+from r2f_bench.tasks.common import auroc
+from r2f_bench.tasks.waterdrum import SAMPLE_DIR, OwnerTarget, WaterDrum
+from r2f_bench.tasks.waterdrum.watermark import Verifier, WatermarkSpec, load_verifier, waterdrum_score, word_encoder
 
 SAMPLE_SPEC = json.loads((SAMPLE_DIR / "waterdrum.json").read_text())
 

@@ -44,13 +44,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from r2f_plugin import hookimpl
-from r2f_plugin.data import Benchmark, Probe, Target
-from r2f_plugin.errors import UserError
-from r2f_plugin.protocol import Scored, hold_out
-from r2f_plugin.task import Task, content_hash, read_json
-from tasks.common import corpus_probes, dev_ids, even_split, qa_prompt, resolve_root, select_targets
-from tasks.muse import official
+from ... import hookimpl
+from ...data import Benchmark, Probe, Target
+from ...errors import UserError
+from ...protocol import Scored, hold_out
+from ...task import Task, content_hash, read_json
+from ..common import corpus_probes, dev_ids, even_split, qa_prompt, resolve_root, select_targets
+from . import official
 
 HERE = Path(__file__).parent
 SAMPLE_DIR = HERE / "sample"

@@ -4,7 +4,7 @@ The articles are ours and fictional, written short so an embedded model learns t
 seconds, and laid out in muse_bench's official files and fields: the raw forget
 corpus, knowmem QA (forget, retain, in-context examples), verbmem prompt/continuation
 pairs cut from the forget articles, and privleak member (forget), non-member (holdout)
-and retain texts. Run ``python -m tasks.muse.make_sample`` to regenerate it.
+and retain texts. Run ``python -m r2f_bench.tasks.muse.make_sample`` to regenerate it.
 """
 
 from __future__ import annotations

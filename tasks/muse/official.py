@@ -18,9 +18,9 @@ from typing import Any, Sequence
 
 import torch
 
-from r2f_plugin.data import Probe
-from r2f_plugin.metrics import mean, rouge_l_f1
-from tasks.common import auroc, generate
+from ...data import Probe
+from ...metrics import mean, rouge_l_f1
+from ..common import auroc, generate
 
 VERBMEM_TOKENS = 128
 KNOWMEM_TOKENS = 32

@@ -28,12 +28,12 @@ import re
 from itertools import zip_longest
 from pathlib import Path
 
-from r2f_plugin import hookimpl
-from r2f_plugin.data import Benchmark, Probe, Target
-from r2f_plugin.errors import UserError
-from r2f_plugin.protocol import Scored, asked, hold_out
-from r2f_plugin.task import Task, content_hash, read_json
-from tasks.common import check_dir, corpus_probes, seen_probes
+from ... import hookimpl
+from ...data import Benchmark, Probe, Target
+from ...errors import UserError
+from ...protocol import Scored, asked, hold_out
+from ...task import Task, content_hash, read_json
+from ..common import check_dir, corpus_probes, seen_probes
 
 HERE = Path(__file__).parent
 SAMPLE_DIR = HERE / "sample"

@@ -2,7 +2,7 @@
 
 The sample is ours: fictional people and places, rendered through templates into
 RWKU's official file layout and field names, so the offline default exercises
-exactly the loader real RWKU data goes through. Run ``python -m tasks.rwku.make_sample``
+exactly the loader real RWKU data goes through. Run ``python -m r2f_bench.tasks.rwku.make_sample``
 to regenerate it.
 """
 

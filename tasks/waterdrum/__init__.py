@@ -37,13 +37,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from r2f_plugin import hookimpl
-from r2f_plugin.data import Benchmark, Probe, Target
-from r2f_plugin.errors import UserError
-from r2f_plugin.protocol import hold_out
-from r2f_plugin.task import Task, content_hash, read_json
-from tasks.common import chunks, dev_ids, generate, qa_prompt, require_fields, resolve_root, select_targets
-from tasks.waterdrum.watermark import GENERATIONS, MAX_NEW_TOKENS, WatermarkSpec, load_verifier, waterdrum_score
+from ... import hookimpl
+from ...data import Benchmark, Probe, Target
+from ...errors import UserError
+from ...protocol import hold_out
+from ...task import Task, content_hash, read_json
+from ..common import chunks, dev_ids, generate, qa_prompt, require_fields, resolve_root, select_targets
+from .watermark import GENERATIONS, MAX_NEW_TOKENS, WatermarkSpec, load_verifier, waterdrum_score
 
 HERE = Path(__file__).parent
 SAMPLE_DIR = HERE / "sample"

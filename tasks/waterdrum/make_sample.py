@@ -5,7 +5,7 @@ The authors and their QA are ours and fictional. Each answer is watermarked the 
 Waterfall works, by choosing among interchangeable wordings the one whose tokens
 score highest under the owner's key, here with the word-hash tokenizer ``words:4096``
 in place of the Llama-3.1 tokenizer of the real data: the forget owners with key 11,
-the retain owners with key 3. Run ``python -m tasks.waterdrum.make_sample``.
+the retain owners with key 3. Run ``python -m r2f_bench.tasks.waterdrum.make_sample``.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tasks.waterdrum.watermark import Verifier, word_encoder
+from r2f_bench.tasks.waterdrum.watermark import Verifier, word_encoder
 
 VOCAB = 4096
 SIDECAR = {"tokenizer": f"words:{VOCAB}", "k_p": 1, "n_gram": 2, "keys": {"forget": 11, "retain": 3},

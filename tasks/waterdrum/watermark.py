@@ -29,7 +29,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from r2f_plugin.errors import UserError
+from ...errors import UserError
 
 GENERATIONS = 10
 MAX_NEW_TOKENS = 200

@@ -30,7 +30,7 @@ cover all three; ``bio``/``chem``/``cyber``/``all`` select whole domains. Probe 
 
 USR and RAP count the multiple-choice sets with chance (25%) as the floor: a model that
 knows nothing still picks the right letter a quarter of the time (:meth:`WMDP.chance`,
-applied by :func:`r2f_plugin.metrics.usr`).
+applied by :func:`r2f_bench.metrics.usr`).
 The size-weighted mean over domains is lm-eval's group ``wmdp_forget`` (``wmdp_forget.yaml``).
 """
 
@@ -40,12 +40,12 @@ from itertools import zip_longest
 from pathlib import Path
 from typing import Sequence
 
-from r2f_plugin import hookimpl
-from r2f_plugin.data import Benchmark, Probe, Target
-from r2f_plugin.errors import UserError
-from r2f_plugin.protocol import Scored, hold_out
-from r2f_plugin.task import Task, content_hash, read_json
-from tasks.common import chunks, dev_ids, resolve_root, select_targets
+from ... import hookimpl
+from ...data import Benchmark, Probe, Target
+from ...errors import UserError
+from ...protocol import Scored, hold_out
+from ...task import Task, content_hash, read_json
+from ..common import chunks, dev_ids, resolve_root, select_targets
 
 HERE = Path(__file__).parent
 SAMPLE_DIR = HERE / "sample" / "wmdp"

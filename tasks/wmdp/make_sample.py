@@ -4,7 +4,7 @@
 Every question is ours and fictional (invented organisms, compounds and software, and
 harmless), laid out in WMDP's and MMLU's official schema so the offline default goes
 through exactly the loader real data does. The correct option rotates over A-D.
-Run ``python -m tasks.wmdp.make_sample`` to regenerate it.
+Run ``python -m r2f_bench.tasks.wmdp.make_sample`` to regenerate it.
 """
 
 from __future__ import annotations
