@@ -39,9 +39,11 @@ import torch
 import torch.nn.functional as F
 
 from .. import hookimpl
+from ..encoding import cycle_batches, encode
 from ..errors import UserError
+from ..losses import logits_nll
 from ..one_step import all_views
-from ..training import BatchParams, adamw, cycle_batches, encode, logits_nll, optimise
+from ..optimise import BatchParams, adamw, optimise
 from ..unlearner import Edit, Unlearner, at_least, positive
 
 

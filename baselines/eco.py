@@ -51,8 +51,9 @@ import torch
 
 from .. import hookimpl
 from ..data import Probe
+from ..encoding import batches, encode
 from ..errors import UserError
-from ..training import batches, encode
+from ..task import HELD_OUT, LOCALITY, SEEN
 from ..unlearner import Context, Edit, Unlearner, positive
 from ..views import embedder
 
@@ -152,9 +153,9 @@ class ECO(Unlearner):
             scope = embed(sorted(asked))
             views = ctx.make_views(t.request)[1:]
             positives = [q.prompt for v in views for q in v]
-            positives += [q.prompt for s, ps in t.probes.items() if s.startswith("forget") for q in ps]
+            positives += [q.prompt for s, ps in t.probes.items() if ctx.probe_roles.get(s) in (HELD_OUT, SEEN) for q in ps]
             positives = [x for x in dict.fromkeys(positives) if x not in asked]
-            negatives = [q.prompt for s, ps in t.probes.items() if s.startswith("neighbor") for q in ps]
+            negatives = [q.prompt for s, ps in t.probes.items() if ctx.probe_roles.get(s) == LOCALITY for q in ps]
             negatives += [q.prompt for other in dev if other is not t for q in other.request]
             if positives:
                 pos += scope_scores(positives, scope)

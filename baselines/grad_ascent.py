@@ -29,8 +29,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .. import hookimpl
-from ..gradients import unlearning_loss
-from ..training import BatchParams, adamw, cycle_batches, optimise
+from ..encoding import cycle_batches
+from ..losses import unlearning_loss
+from ..optimise import BatchParams, adamw, optimise
 from ..unlearner import Edit, Unlearner, at_least, positive
 
 

@@ -45,8 +45,10 @@ from dataclasses import dataclass, field
 import torch
 
 from .. import hookimpl
-from ..training import BatchParams, adamw, answer_kl, batch_logits, batches, encode, logits_nll, optimise
+from ..encoding import batches, encode
+from ..losses import answer_kl, batch_logits, logits_nll
 from ..one_step import all_views
+from ..optimise import BatchParams, adamw, optimise
 from ..unlearner import Edit, Unlearner, at_least, positive
 
 

@@ -49,10 +49,11 @@ from dataclasses import dataclass, field
 import torch
 
 from .. import hookimpl
+from ..encoding import cycle_batches, encode
 from ..lora import lora_adapters, lora_layers
+from ..losses import answer_kl, answer_nll, batch_logits
 from ..one_step import all_views
-from ..training import (BatchParams, adamw, answer_kl, answer_nll, batch_logits, cycle_batches, encode,
-                                 optimise)
+from ..optimise import BatchParams, adamw, optimise
 from ..unlearner import Edit, Unlearner, at_least, positive
 
 QV_MODULES = {"gpt2": ("c_attn",)}

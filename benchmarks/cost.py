@@ -11,7 +11,7 @@ one-time set-up (R2F's decoder fit on a proxy built the same way, ECO's threshol
 and noise search) is excluded, as in the runner. Each method runs ``--repeats``
 times on a fresh copy of the model; the table reports the median seconds and the
 median peak memory above the level at entry (CUDA: ``max_memory_allocated``; CPU:
-glibc's malloc counters, see :mod:`r2f_bench.measure`).
+glibc's malloc counters, see :mod:`r2f_bench.cost`).
 """
 
 from __future__ import annotations
@@ -26,12 +26,12 @@ from pathlib import Path
 import torch
 
 from r2f_bench.data import ForgetRequest
-from r2f_bench.measure import measure
+from r2f_bench.cost import measure
 from r2f_bench.models import EmbeddedSpec, build_model, build_tokenizer, teaching_texts
 from r2f_bench.plugins import registry
-from r2f_bench.unlearner import Context
-from r2f_bench.views import Paraphraser, build_views
 from r2f_bench.tasks.rwku import RWKU
+from r2f_bench.unlearner import Context, Proxy
+from r2f_bench.views import Paraphraser, build_views
 
 DEFAULT_SIZES = "embedded:mistral-h128-l4,embedded:mistral-h512-l8"
 PROXY = "embedded:mistral-h64-l2"
@@ -66,7 +66,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
 
-    bench = RWKU().load(None, None, 1, n_dev=2)
+    task = RWKU()
+    bench = task.load(None, None, 1, n_dev=2)
     tok = build_tokenizer(teaching_texts(bench.teaching_set(), bench.general_prompts))
     views = lambda facts: build_views(facts, 5, Paraphraser())
     target = bench.targets[0]
@@ -82,8 +83,10 @@ def main(argv: list[str] | None = None) -> int:
         model = build_model(EmbeddedSpec.parse(spec), tok).to(args.device).eval()
         n = sum(p.numel() for p in model.parameters())
         with tempfile.TemporaryDirectory() as cache:
-            ctx = Context(tokenizer=tok, dev_targets=bench.dev_targets, retain_pool=bench.retain_pool(), seed=0, cache_dir=Path(cache), make_views=views,
-                          proxy=lambda: (proxy, tok), model_id=spec, proxy_id=PROXY, progress=lambda m: None)
+            ctx = Context(tokenizer=tok, dev_targets=bench.dev_targets, retain_pool=bench.retain_pool(), seed=0,
+                          cache_dir=Path(cache), make_views=views,
+                          probe_roles=task.roles_of(bench, bench.dev_targets),
+                          proxy=Proxy(PROXY, PROXY, lambda: (proxy, tok)), model_id=spec, progress=lambda m: None)
             rows = {name: measure_method(name, model, request, ctx, args.repeats) for name in names}
         ref_s, ref_mb = rows[REFERENCE]
         print(f"\n{spec}: {n / 1e6:.1f}M parameters ({4 * n / 2**20:.0f} MB of float32 weights)")

@@ -21,9 +21,9 @@ from unittest import mock
 
 import torch
 
+from .atomic import atomic_write_text
 from .data import Probe
 from .metrics import ANSWERED_RECALL, rouge_l_recall
-from .storage import atomic_write_text
 
 
 def load_probe_dataset(task: str, probe_set: str, probes_file: str | None = None,
@@ -37,11 +37,11 @@ def load_probe_dataset(task: str, probe_set: str, probes_file: str | None = None
         rows = [r for r in rows if r["set"] == probe_set]
     else:
         from .plugins import registry
-        from .task import data_path
 
         if isinstance(targets, str):
             targets = [t for t in targets.split(",") if t]
-        bench = registry().task(task)().load(data_path(data_dir), targets, limit, n_dev=0)
+        task_obj = registry().task(task)()
+        bench = task_obj.load(task_obj.locate(data_dir), targets, limit, n_dev=0)
         probes = bench.utility if probe_set == bench_utility_set(task) else \
             [p for t in bench.targets for p in t.probes.get(probe_set, [])]
         rows = [p.to_row() for p in probes]

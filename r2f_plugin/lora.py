@@ -19,9 +19,10 @@ from typing import Any, Iterator, Sequence
 import torch
 
 from .data import Probe
+from .encoding import batches
 from .errors import UserError
-from .gradients import BATCH, backward_mean, check_finite, check_loss, sequence_losses
-from .training import batches
+from .gradients import check_finite
+from .losses import BATCH, backward_mean, check_loss, sequence_losses
 
 # Module names per architecture family; each maps to a role shared across families,
 # which is what lets a decoder fitted on one family be applied to another.

@@ -20,10 +20,11 @@ from typing import Any, Callable, Sequence
 
 import torch
 
+from .atomic import atomic_dir, set_aside
 from .data import Probe
+from .encoding import MAX_LENGTH
 from .errors import UserError
-from .storage import atomic_dir, set_aside
-from .training import MAX_LENGTH, answer_accuracy, finetune
+from .teaching import answer_accuracy, finetune
 
 CACHE_VERSION = "4"
 VOCAB_SIZE = 2048

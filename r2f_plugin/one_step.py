@@ -1,7 +1,12 @@
-"""The shared skeleton of one-step gradient methods (R2F, FullGrad, LoRA, ascent).
+"""The shared skeleton of one-step gradient methods (R2F, FullGrad, LoRA) and their step rule.
 
 They differ only in where the per-matrix gradient comes from; the loss, the
 relative step and the matrix-by-matrix application live here once.
+
+The unlearning step (paper Eq. 3, θ ← θ* − η ∇L_unlearn) uses a *relative* step size:
+``ΔW = −η · ‖W‖ · G / ‖G‖`` with both norms taken over all updated matrices together,
+so η means "move the weights by this fraction of their norm" whatever the model,
+the loss scale or the gradient estimator; the direction is the gradient's.
 """
 
 from __future__ import annotations
@@ -13,8 +18,10 @@ from typing import Any, Callable
 import torch
 
 from .data import ForgetRequest, Probe
-from .gradients import LOSSES, apply_step, linear_weights
+from .errors import UserError
+from .gradients import check_finite, linear_weights
 from .lora import target_modules
+from .losses import LOSSES
 from .unlearner import Context, Edit, Unlearner, fraction, one_of
 
 
@@ -23,6 +30,34 @@ class StepParams:
     step: float = field(default=0.01, metadata={"help": "relative step: ‖ΔW‖ = step · ‖W‖ over the updated matrices", "check": fraction})
     loss: str = field(default="unlikelihood", metadata={"help": "unlearning loss: ascent (log-likelihood of the answer) or unlikelihood (−log(1−p))",
                                                                "check": one_of(*LOSSES)})
+
+
+def norm(t: torch.Tensor) -> float:
+    """Euclidean norm of a whole tensor, without a temporary copy of it."""
+    return float(torch.linalg.vector_norm(t.detach()))
+
+
+@torch.no_grad()
+def apply_step(weights: dict[str, torch.Tensor], gradient: Callable[[str], torch.Tensor], step: float) -> float:
+    """Apply ``ΔW = −step · ‖W‖ · G / ‖G‖`` matrix by matrix.
+
+    ``gradient(name)`` produces one matrix's gradient on demand, so a caller that
+    decodes gradients never holds more than one at a time: a first pass takes the
+    norms, a second recomputes and applies. Returns ‖G‖ (global).
+    """
+    g_sq = 0.0
+    for name in weights:
+        g = gradient(name)
+        check_finite([g])
+        g_sq += norm(g) ** 2
+        del g
+    w_norm = sum(norm(w) ** 2 for w in weights.values()) ** 0.5
+    g_norm = g_sq ** 0.5
+    if g_norm == 0.0:
+        raise UserError("the unlearning gradient is zero; the model may not know the target (check the untouched model's accuracy).")
+    for name, w in weights.items():
+        w.add_(gradient(name).to(w.dtype), alpha=-step * w_norm / g_norm)
+    return g_norm
 
 
 def all_views(request: ForgetRequest) -> list[Probe]:

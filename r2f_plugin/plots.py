@@ -10,16 +10,14 @@ with at least two ablated values are drawn. A rank point needs an explicit
 
 from __future__ import annotations
 
-import argparse
 from collections import defaultdict
 from pathlib import Path
 from typing import Any, Callable, Hashable, Sequence
 
-from .errors import UserError
-from .storage import atomic_path
-from .store import Store, canonical_json
-from .tables import (HIGHER_IS_BETTER, METRIC_TITLES, Record, aggregate, setting, setting_label,
-                               task_order, varying)
+from .aggregate import (HIGHER_IS_BETTER, METRIC_TITLES, Record, aggregate, setting, setting_label, task_order,
+                        varying)
+from .atomic import atomic_path
+from .store import canonical_json
 
 METRICS = ("usr", "gur", "rap", "mia")
 
@@ -119,25 +117,3 @@ def plot_ablation(records: Sequence[Record], axis: str, path: Path) -> bool:
         fig.savefig(tmp, format="png", dpi=120)
     plt.close(fig)
     return True
-
-
-def plot_command(args: argparse.Namespace) -> None:
-    store = Store(args.output)
-    records = list(store.records())
-    out_dir = Path(args.out_dir) if args.out_dir else store.root / "plots"
-    drawn = [axis for axis in AXES if plot_ablation(records, axis, out_dir / f"{axis}.png")]
-    if not drawn:
-        raise UserError(f"no rank or views ablation in {store.jobs}; run `r2f-bench sweep --ablation rank` "
-                        f"or `--ablation views` with --output {args.output} first.")
-    for axis in drawn:
-        print(f"wrote {out_dir / f'{axis}.png'}")
-
-
-def add_plot_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """Add ``plot`` to the CLI's subparsers (``args.func(args)`` runs it)."""
-    p = subparsers.add_parser("plot", help="plot the rank and views ablations from a results store",
-                              description=__doc__.split("\n\n")[0])
-    p.add_argument("--output", default="r2f-output", help="results store directory (default r2f-output)")
-    p.add_argument("--out-dir", default=None, help="where to write the PNGs (default <output>/plots)")
-    p.set_defaults(func=plot_command)
-    return p

@@ -24,20 +24,20 @@ from typing import Any, Callable
 import torch
 
 from . import __version__, protocol
+from .atomic import append_line, atomic_dir, atomic_write_text, check_writable, set_aside
+from .cost import measure
 from .data import Benchmark, ForgetRequest, Probe, Target
 from .distributed import cpu_threads, process_state, single_process_eval
 from .errors import UserError
 from .lmeval import evaluate_probes
-from .measure import measure
 from .metrics import identity_alignment, mean, pooled, recovery, retention, usr
 from .models import (DEFAULT_PROXY, DEFAULT_TARGET, EmbeddedSpec, cache_root, check_model_path,
                                embedded_key, embedded_model, hf_model)
 from .plugins import registry
-from .storage import append_line, atomic_dir, atomic_write_text, check_writable, set_aside
 from .store import json_safe
-from .task import data_path
-from .training import finetune
-from .unlearner import Context, Edit
+from .task import ACC, ANSWERED, HELD_OUT, LOCALITY, SCORE, SEEN
+from .teaching import finetune
+from .unlearner import Context, Edit, Proxy
 from .views import build_views, check_paraphraser, make_paraphraser
 
 EVAL_VERSION = "2"
@@ -112,13 +112,13 @@ class Run:
             raise UserError(f"task {config.task!r} has no forget source {config.forget_source!r}; choices: {choices}.")
         if config.forget_source is None and self.task.forget_sources:  # one store key for the same work
             config.forget_source = self.task.forget_sources[0]
-        self.bench = self.task.load(data_path(config.data_dir), config.targets, config.limit, config.dev_targets,
+        self.bench = self.task.load(self.task.locate(config.data_dir), config.targets, config.limit, config.dev_targets,
                                     config.forget_source)
         protocol.check(self.bench, config.task)
         self.split = self._split(self.bench, config.split)
         self.targets: list[Target] = []
         for t in self.split.targets:
-            if t.request and any(t.probes.get(s) for s in t.probes if s not in self.task.neighbor_sets):
+            if t.request and any(t.probes.get(s) for s in t.probes if self.task.role(s, self.bench) != LOCALITY):
                 self.targets.append(t)
             else:
                 what = "request is" if not t.request else "forget probe sets are"
@@ -157,13 +157,13 @@ class Run:
             torch.set_num_threads(cpu_threads(config.threads, state.num_processes))
         self.model, self.tokenizer, self.model_label, self.model_info = self._build(config.model, DEFAULT_TARGET)
         self.current = self.model  # the model the next deletion starts from (sequential mode: the last result)
-        self._proxy: tuple | None = None
         self.paraphraser = make_paraphraser(config.paraphraser, self.model, self.tokenizer, self.bench.alternatives)
-        self.ctx = Context(tokenizer=self.tokenizer, dev_targets=self.split.dev_targets,
-                           retain_pool=self.split.retain_pool(), seed=config.seed,
-                           cache_dir=cache_root(), make_views=self._views, proxy=self.proxy_model,
-                           model_id=self.model_label, proxy_id=self._proxy_label(),
-                           proxy_key=self._proxy_key(), progress=progress)
+        dev = self.split.dev_targets
+        self.ctx = Context(tokenizer=self.tokenizer, dev_targets=dev, retain_pool=self.split.retain_pool(),
+                           seed=config.seed, cache_dir=cache_root(), make_views=self._views,
+                           probe_roles=self.task.roles_of(self.bench, dev),
+                           proxy=self._proxy() if self.method_cls.uses_proxy else None,
+                           model_id=self.model_label, progress=progress)
         self.method = self.method_cls(self.params)
         with measure() as setup_cost:
             self.method.setup(self.model, self.ctx)
@@ -191,23 +191,18 @@ class Run:
         model, tok = hf_model(spec, trust_remote_code=self.config.trust_remote_code)
         return model.to(self.device), tok, spec, {}
 
-    def _proxy_label(self) -> str:
-        es = self._embedded(self.config.proxy, DEFAULT_PROXY)
-        return es.label if es is not None else self.config.proxy
-
-    def _proxy_key(self) -> str:
-        """What determines the proxy's weights, known before it is built: for an embedded
-        model its build key (architecture, seed, taught facts), else its name or path."""
-        es = self._embedded(self.config.proxy, DEFAULT_PROXY)
+    def _proxy(self) -> Proxy:
+        """The --proxy model, built on first use. Its key says what determines its weights
+        before it is built: for an embedded model its build key (architecture, seed, taught
+        facts), else its name or path."""
+        spec = self.config.proxy
+        es = self._embedded(spec, DEFAULT_PROXY)
         if es is None:
-            return self.config.proxy
-        return f"{es.label}@{embedded_key(es, self.bench.teaching_set(), self.bench.general_prompts, seed=self.config.seed)}"
-
-    def proxy_model(self) -> tuple[torch.nn.Module, Any]:
-        if self._proxy is None:
-            model, tok, _, _ = self._build(self.config.proxy, DEFAULT_PROXY)
-            self._proxy = (model, tok)
-        return self._proxy
+            label = key = spec
+        else:
+            label = es.label
+            key = f"{es.label}@{embedded_key(es, self.bench.teaching_set(), self.bench.general_prompts, seed=self.config.seed)}"
+        return Proxy(label, key, lambda: self._build(spec, DEFAULT_PROXY)[:2])
 
     def _views(self, facts: list[Probe]) -> list[list[Probe]]:
         return build_views(facts, self.config.views, self.paraphraser, self.config.seed)
@@ -242,12 +237,11 @@ class Run:
 
     # -- evaluation -----------------------------------------------------------
     def roles(self, target: Target) -> dict[str, list[str]]:
-        """The target's probe sets by role: ``held_out`` forget sets (the headline USR),
-        ``seen`` sets (the request's own strings) and ``locality`` (neighbour) sets."""
+        """The target's non-empty probe sets by role (:data:`~r2f_bench.task.ROLES`):
+        ``held_out`` forget sets (the headline USR), ``seen`` sets (the request's own
+        strings) and ``locality`` (neighbour) sets."""
         sets = [s for s, ps in target.probes.items() if ps]
-        return {"held_out": [s for s in sets if s not in self.bench.seen_sets and s not in self.task.neighbor_sets],
-                "seen": [s for s in sets if s in self.bench.seen_sets],
-                "locality": [s for s in sets if s in self.task.neighbor_sets]}
+        return {role: [s for s in sets if self.task.role(s, self.bench) == role] for role in (HELD_OUT, SEEN, LOCALITY)}
 
     def _probe_sets(self, target: Target, forget_only: bool = False) -> dict[str, list[Probe]]:
         roles = self.roles(target)
@@ -345,7 +339,7 @@ class Run:
         """What every record states besides its scores."""
         return {"request_source": self.bench.request_source,
                 "views": [[p.question for p in view] for view in request.views],
-                "models": {"target": self.model_label, "proxy": self.ctx.proxy_id},
+                "models": {"target": self.model_label, "proxy": self.ctx.proxy.label if self.ctx.proxy else None},
                 "config": self.config.to_dict(), "params": asdict(self.params),
                 "versions": self.versions(), "data_revision": self.bench.revision,
                 "setup_seconds": self.setup_seconds, "wall_seconds": wall, "host": platform.node(),
@@ -361,8 +355,8 @@ class Run:
 
     def _record(self, target, request, before, after, relearned, extra_after, cost, info, mia, wall) -> dict:
         roles, chance = self.roles(target), self.task.chance
-        answered = lambda scores, s: [bool(x.get("answered", x.get("acc", 0.0))) for x in scores.get(s, [])]
-        score = lambda rows: mean([r.get("rouge_l_recall", r.get("acc", 0.0)) for r in rows])
+        answered = lambda scores, s: [bool(x.get(ANSWERED, x.get(ACC, 0.0))) for x in scores.get(s, [])]
+        score = lambda rows: mean([r.get(SCORE, r.get(ACC, 0.0)) for r in rows])
         b_scores, util = before["scores"], self.task.utility_set
         known = {s: sum(answered(b_scores, s)) for s in roles["held_out"] + roles["seen"]}
 
@@ -396,8 +390,7 @@ class Run:
             "info": info,
             **self._provenance(request, wall),
         }
-        if "grad_cosine" in info:
-            record["grad_cosine"] = info["grad_cosine"]
+        record.update({column: info.get(column) for column in self.method_cls.result_columns})
         return json_safe(record)
 
 

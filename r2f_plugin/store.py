@@ -33,7 +33,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from .storage import append_line, atomic_write_text
+from .atomic import append_line, atomic_write_text
 
 JOBS_DIR = "jobs"
 LOCKS_DIR = "locks"

@@ -1,4 +1,23 @@
-"""The contract every benchmark implements."""
+"""The contract every benchmark implements, written once.
+
+**Probe sets and roles.** A task's :meth:`Task.load` gives each target probe sets by
+name. Every set is an lm-eval task named ``f"{task}_{set}"`` (:meth:`Task.lm_eval_name`)
+whose YAML lives in :meth:`Task.yaml_dir`, and plays exactly one :data:`ROLES` role in
+the scores (:meth:`Task.role`): the benchmark's general-utility set (``utility``),
+a neighbour set (``locality``: ``neighbor_sets``), a set built from the request's own
+strings (``seen``: :attr:`~r2f_bench.data.Benchmark.seen_sets`), or else a held-out
+forget set (``held_out``: the headline USR). Methods and the runner read roles, never
+set-name prefixes.
+
+**Per-probe metrics.** Each YAML's ``process_results`` returns, per probe, some of
+:data:`METRIC_KEYS`: generation tasks :data:`SCORE` (ROUGE-L recall of the reference,
+0–1) and :data:`ANSWERED` (1 when the answer counts as given); multiple-choice tasks
+:data:`ACC` (1 when the right choice has the highest likelihood, which also counts as
+answered). The runner reads only these keys.
+
+**Generation length** is the YAML's ``generation_kwargs.max_gen_toks``: one source,
+read by lm-eval for the runner and for the ``lm_eval`` command alike.
+"""
 
 from __future__ import annotations
 
@@ -6,47 +25,67 @@ import hashlib
 import inspect
 import json
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from .data import Benchmark
+from .data import Benchmark, Target
 from .errors import UserError
+
+# the roles a probe set plays in the scores
+UTILITY, LOCALITY, SEEN, HELD_OUT = "utility", "locality", "seen", "held_out"
+ROLES = (UTILITY, LOCALITY, SEEN, HELD_OUT)
+# the per-probe metric keys a task's lm-eval process_results returns
+SCORE, ANSWERED, ACC = "rouge_l_recall", "answered", "acc"
+METRIC_KEYS = (SCORE, ANSWERED, ACC)
 
 HUB_PREFIX = "hf:"
 
 
-def data_path(data_dir: str | None) -> Path | None:
-    """A ``--data-dir`` value as a local folder in the benchmark's official layout.
+@dataclass(frozen=True)
+class HubData:
+    """A dataset on the Hugging Face hub: ``hf:<owner>/<dataset>[/<config>]``."""
 
-    ``None`` stays ``None`` (the bundled sample: a run never switches its data on
-    whether the network happens to be reachable); ``hf:<owner>/<dataset>`` is
-    downloaded once into the Hugging Face cache (``snapshot_download``) and read from
-    there; anything else is a local path.
-    """
+    repo: str
+    config: str | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> "HubData":
+        parts = text[len(HUB_PREFIX):].strip("/").split("/")
+        if len(parts) not in (2, 3) or not all(parts):
+            raise UserError(f"bad hub address {text!r}; write hf:<owner>/<dataset>[/<config>], "
+                            f"e.g. hf:Glow-AI/WaterDrum-TOFU/forget_05.")
+        return cls("/".join(parts[:2]), parts[2] if len(parts) == 3 else None)
+
+
+def data_source(data_dir: str | None) -> Path | HubData | None:
+    """A ``--data-dir`` value: ``None`` (the bundled sample: a run never switches its data
+    on whether the network happens to be reachable), a hub address, or a local path."""
     if not data_dir:
         return None
-    if not data_dir.startswith(HUB_PREFIX):
-        return Path(data_dir)
+    return HubData.parse(data_dir) if data_dir.startswith(HUB_PREFIX) else Path(data_dir)
+
+
+def download(hub: HubData) -> Path:
+    """The hub dataset's files, downloaded once into the Hugging Face cache; a config
+    names a folder of the snapshot."""
     from huggingface_hub import snapshot_download
 
-    repo = data_dir[len(HUB_PREFIX):]
     try:
-        return Path(snapshot_download(repo_id=repo, repo_type="dataset"))
+        root = Path(snapshot_download(repo_id=hub.repo, repo_type="dataset"))
     except Exception as exc:  # offline, unknown repository, gated access: all end the same way
-        raise UserError(f"cannot fetch dataset {repo!r} from the Hugging Face hub ({type(exc).__name__}); "
+        raise UserError(f"cannot fetch dataset {hub.repo!r} from the Hugging Face hub ({type(exc).__name__}); "
                         f"download it where the hub is reachable and pass its local folder as --data-dir.") from None
+    return root / hub.config if hub.config else root
 
 
 class Task(ABC):
     """A benchmark: loads its official layout, builds each target's forget request and
-    names its probe sets.
+    names its probe sets (roles, metric keys and YAML names: the module docstring).
 
-    Every probe set of a target is an lm-eval task named ``f"{name}_{set}"`` whose YAML
-    lives in :meth:`yaml_dir`. A set plays one of three roles in the scores: a
-    *neighbour* set (``neighbor_sets``: locality), a *seen* set (the benchmark's
-    ``seen_sets``: built from the request's own strings, reported as ``usr_seen``) or a
-    *held-out forget* set (every other set: the headline USR). ``forget_sets`` lists
-    every forget set the task can produce (for ``r2f-bench tasks``).
+    ``forget_sets`` lists every forget set the task can produce (for ``r2f-bench
+    tasks``); ``neighbor_sets`` are its locality sets; ``utility_set`` names the
+    general-utility set.
     """
 
     name: ClassVar[str] = ""
@@ -56,19 +95,37 @@ class Task(ABC):
     utility_set: ClassVar[str] = "utility"
     # the requests a user may pick with --forget-source (first: default; empty: one kind)
     forget_sources: ClassVar[tuple[str, ...]] = ()
-    # generation length for each lm-eval task of this benchmark
-    max_answer_tokens: ClassVar[int] = 16
 
     @abstractmethod
-    def load(self, data_dir: Path | None, targets: list[str] | None, limit: int | None,
+    def load(self, data_dir: Path | HubData | None, targets: list[str] | None, limit: int | None,
              n_dev: int, forget_source: str | None = None) -> Benchmark:
-        """Read the benchmark from ``data_dir`` (``None``: the bundled sample).
+        """Read the benchmark from ``data_dir`` (``None``: the bundled sample; a
+        :class:`HubData` only where :meth:`locate` passes it through).
 
         ``targets`` picks evaluation targets by id or name, else the first ``limit``;
         ``n_dev`` targets disjoint from them form the dev split; ``forget_source`` is
         one of :attr:`forget_sources` (``None``: the default). The result must keep
         every evaluated string out of what a method sees (:mod:`r2f_bench.protocol`).
         """
+
+    def locate(self, data_dir: str | None) -> Path | HubData | None:
+        """Where :meth:`load` reads from, given ``--data-dir``. The default downloads a hub
+        dataset's files and reads them as the official layout; a task that reads the hub
+        through ``datasets`` itself returns the :class:`HubData` unchanged."""
+        source = data_source(data_dir)
+        return download(source) if isinstance(source, HubData) else source
+
+    def role(self, probe_set: str, bench: Benchmark) -> str:
+        """The :data:`ROLES` role ``probe_set`` plays in ``bench``'s scores."""
+        if probe_set == self.utility_set:
+            return UTILITY
+        if probe_set in self.neighbor_sets:
+            return LOCALITY
+        return SEEN if probe_set in bench.seen_sets else HELD_OUT
+
+    def roles_of(self, bench: Benchmark, targets: list[Target]) -> dict[str, str]:
+        """Probe set -> role, for every set of ``targets`` (e.g. a method's dev targets)."""
+        return {s: self.role(s, bench) for t in targets for s in t.probes}
 
     def chance(self, probe_set: str) -> float:
         """The chance of answering a probe of ``probe_set`` right without knowing it

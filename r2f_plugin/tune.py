@@ -18,14 +18,11 @@ models (``docs/tuning.md`` records the searches).
 
 from __future__ import annotations
 
-import argparse
 import itertools
-import json
 import statistics
 from typing import Any, Sequence
 
 from .errors import UserError
-from .store import Store
 
 METRICS = ("usr", "gur", "rap", "mia", "seconds")
 DEFAULT_MIN_GUR = 90.0
@@ -70,35 +67,6 @@ def choose(rows: list[tuple[dict[str, str], dict[str, float | None]]], min_gur: 
     return best, f"no setting kept GUR ≥ {min_gur:g}; highest GUR"
 
 
-def tune_command(args: argparse.Namespace) -> None:
-    from .cli import run_config
-    from .plugins import registry
-    from .sweep import Job, execute, parse_seeds, split_list
-
-    plans = []  # (method, grid points, jobs per point): all checked before anything runs
-    for method in split_list(args.method):
-        cls = registry().method(method)
-        space = parse_grid(args.grid) if args.grid else dict(cls.search_space)
-        points = grid_points(space) if space else [{}]
-        base = run_config(args, method, args.task)
-        jobs = []
-        for point in points:
-            fields = {**base.to_dict(), "split": "dev", "params": {**base.params, **point}}
-            cls.parse_params(fields["params"])  # a bad name or value fails here
-            jobs.append([Job({**fields, "seed": seed}) for seed in parse_seeds(args.seeds)])
-        plans.append((method, points, jobs))
-    results = []
-    for method, points, jobs in plans:
-        store, rows = Store(args.output), []
-        for point, point_jobs in zip(points, jobs):
-            keys = execute(point_jobs, args.output, process=(0, 1)).keys
-            rows.append((point, summarize([r for r in map(store.get, keys) if r is not None])))
-        best, why = choose(rows, args.min_gur)
-        print(render(method, args.task, rows, best, why), flush=True)
-        results.append({"method": method, "task": args.task, "rule": why, "chosen": rows[best][0],
-                        "rows": [{"params": p, **s} for p, s in rows]})
-    if args.json:
-        print(json.dumps(results, indent=2))
 
 
 def render(method: str, task: str, rows: list, best: int, why: str) -> str:
@@ -112,21 +80,3 @@ def render(method: str, task: str, rows: list, best: int, why: str) -> str:
         mark = " **←**" if i == best else ""
         lines.append(f"| {label}{mark} | " + " | ".join(cells) + f" | {s['targets']} |")
     return "\n".join(lines) + "\n"
-
-
-def add_tune_parser(subparsers: Any) -> argparse.ArgumentParser:
-    from .cli import add_run_options
-
-    p = subparsers.add_parser("tune", help="choose a method's hyper-parameters on the dev split",
-                              description=__doc__.split("\n\n")[0])
-    add_run_options(p, split=False)
-    p.add_argument("--method", required=True, help="method(s) to tune, comma-separated")
-    p.add_argument("--task", default="rwku")
-    p.add_argument("--grid", action="append", default=[], metavar="NAME=v1,v2",
-                   help="search these values instead of the method's declared space (repeatable)")
-    p.add_argument("--seeds", default="0", help="seeds to average over (default 0)")
-    p.add_argument("--min-gur", type=float, default=DEFAULT_MIN_GUR,
-                   help=f"utility floor of the selection rule, in %% (default {DEFAULT_MIN_GUR:g})")
-    p.add_argument("--json", action="store_true", help="also print the search as JSON")
-    p.set_defaults(func=tune_command, output="r2f-tune")
-    return p

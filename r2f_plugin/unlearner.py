@@ -49,13 +49,33 @@ class Edit:
 
 
 @dataclass
+class Proxy:
+    """A second, smaller model for methods that learn something once on a cheap stand-in
+    of the target (``--proxy``; R2F fits its gradient decoder on it). A method that sets
+    :attr:`Unlearner.uses_proxy` receives one in :attr:`Context.proxy`; it is built on
+    the first :meth:`load` and taught the same facts as the target."""
+
+    label: str  # names the proxy (shown in results)
+    key: str  # what determines its weights: key anything derived from them by it
+    build: Callable[[], tuple[torch.nn.Module, Any]]
+    _loaded: tuple[torch.nn.Module, Any] | None = field(default=None, repr=False)
+
+    def load(self) -> tuple[torch.nn.Module, Any]:
+        """(model, tokenizer), built once."""
+        if self._loaded is None:
+            self._loaded = self.build()
+        return self._loaded
+
+
+@dataclass
 class Context:
     """What the runner gives a method besides the model and the request.
 
     It holds only what a method may see (:mod:`r2f_bench.protocol`): the dev split
     (targets disjoint from the evaluation targets, with their requests and probes, for
-    fitting and tuning) and the retain pool; never an evaluation probe, the utility set
-    or the MIA prompts.
+    fitting and tuning, and the role each of their probe sets plays:
+    :data:`r2f_bench.task.ROLES`) and the retain pool; never an evaluation probe, the
+    utility set or the MIA prompts.
     """
 
     tokenizer: Any
@@ -64,10 +84,9 @@ class Context:
     seed: int
     cache_dir: Path
     make_views: Callable[[list[Probe]], list[list[Probe]]]  # the run's paraphrase views of facts
-    proxy: Callable[[], tuple[torch.nn.Module, Any]] | None = None  # lazily built (model, tokenizer)
+    probe_roles: dict[str, str] = field(default_factory=dict)  # the dev targets' probe sets -> role
+    proxy: Proxy | None = None  # only for methods with ``uses_proxy``
     model_id: str = ""  # identifies the target model (for caches keyed by model)
-    proxy_id: str = ""  # names the proxy model (shown in results)
-    proxy_key: str = ""  # what determines the proxy's weights; key anything derived from them by it
     progress: Callable[[str], None] = print
 
 
@@ -75,9 +94,9 @@ class Unlearner(ABC):
     """Base class of every unlearning method.
 
     Subclasses set ``name`` (the ``--method`` value), ``Params`` (a dataclass whose
-    fields are the method's hyper-parameters, each with a default and a
-    ``metadata={"help": ...}``), optionally ``search_space`` (the grid
-    ``r2f-bench tune`` searches on the dev split) and implement :meth:`unlearn`.
+    fields are the method's hyper-parameters, each with a default, a type annotation and
+    a ``metadata={"help": ...}``), optionally ``search_space`` (the grid ``r2f-bench
+    tune`` searches on the dev split), and implement :meth:`unlearn`.
     """
 
     name: ClassVar[str] = ""
@@ -86,6 +105,11 @@ class Unlearner(ABC):
     edits_weights: ClassVar[bool] = True
     # values of Params fields that ``r2f-bench tune`` searches on the dev split
     search_space: ClassVar[dict[str, tuple]] = {}
+    # whether the method needs ``Context.proxy`` (the run then builds the --proxy model)
+    uses_proxy: ClassVar[bool] = False
+    # keys of the deletion's info (``Edit.info`` or :meth:`diagnostics`) that become result
+    # columns of their own, beside the metrics every method gets
+    result_columns: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, params: Any | None = None) -> None:
         self.params = params if params is not None else self.Params()

@@ -37,10 +37,13 @@ def tiny():
 
 @pytest.fixture
 def context(tiny, tmp_path):
-    from r2f_bench.unlearner import Context
+    from r2f_bench.tasks.rwku import RWKU
+    from r2f_bench.unlearner import Context, Proxy
     from r2f_bench.views import Paraphraser, build_views
 
-    return Context(tokenizer=tiny["tok"], dev_targets=tiny["bench"].dev_targets, retain_pool=tiny["bench"].retain_pool(), seed=0, cache_dir=tmp_path,
-                   make_views=lambda facts: build_views(facts, 5, Paraphraser()),
-                   proxy=lambda: (tiny["proxy"], tiny["proxy_tok"]), model_id="tiny", proxy_id="tiny-proxy",
-                   progress=lambda m: None)
+    bench = tiny["bench"]
+    return Context(tokenizer=tiny["tok"], dev_targets=bench.dev_targets, retain_pool=bench.retain_pool(), seed=0,
+                   cache_dir=tmp_path, make_views=lambda facts: build_views(facts, 5, Paraphraser()),
+                   probe_roles=RWKU().roles_of(bench, bench.dev_targets),
+                   proxy=Proxy("tiny-proxy", "tiny-proxy", lambda: (tiny["proxy"], tiny["proxy_tok"])),
+                   model_id="tiny", progress=lambda m: None)

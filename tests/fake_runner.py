@@ -15,7 +15,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Callable
 
-from r2f_bench.storage import append_line
+from r2f_bench.atomic import append_line
 
 CALLS: list[dict] = []
 

@@ -24,12 +24,13 @@ def setting(tmp_path_factory):
     cache = tmp_path_factory.mktemp("baselines-cache")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("R2F_BENCH_CACHE", str(cache))
-        bench = RWKU().load(None, None, 2, n_dev=1, forget_source="probes")
+        task = RWKU()
+        bench = task.load(None, None, 2, n_dev=1, forget_source="probes")
         model, tok, _ = embedded_model(EmbeddedSpec(hidden=64, layers=2, heads=2, kv_heads=1, intermediate=128),
                                        bench.teaching_set(), [], progress=lambda m: None, max_epochs=80)
         ctx = Context(tokenizer=tok, dev_targets=bench.dev_targets, retain_pool=bench.retain_pool(), seed=0, cache_dir=cache,
                       make_views=lambda facts: build_views(facts, 3, Paraphraser()),
-                      model_id="tiny", progress=lambda m: None)
+                      probe_roles=task.roles_of(bench, bench.dev_targets), model_id="tiny", progress=lambda m: None)
         target = bench.targets[0]
         request = ForgetRequest(target=target.id, views=ctx.make_views(target.request), retain=bench.retain_pool())
         yield {"bench": bench, "model": model, "tok": tok, "ctx": ctx, "request": request}
@@ -42,7 +43,8 @@ def method(name: str):
 
 
 def forget_nll(model, tok, probes) -> float:
-    from r2f_bench.training import answer_nll, encode
+    from r2f_bench.encoding import encode
+    from r2f_bench.losses import answer_nll
 
     with torch.no_grad():
         return float(answer_nll(model, encode(tok, probes)).mean())

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from r2f_bench.decoder import GradientDecoder, reconstruct
+from r2f_bench.r2f.decoder import GradientDecoder, reconstruct
 from r2f_bench.errors import UserError
 from r2f_bench.lora import LoraGrad
-from r2f_bench.r2f import decoder_cosines, fit_decoder
+from r2f_bench.r2f.method import decoder_cosines, fit_decoder
 
 
 def sketch(G: torch.Tensor, r: int, s: float = 1.0, seed: int = 0) -> LoraGrad:
@@ -66,7 +66,7 @@ def test_save_load_round_trip_and_mismatch(tmp_path):
 def test_grouped_lora_gradients_equal_one_backward_per_group(tiny, context):
     """The hook-assembled per-group gradients R2F uses are the plain per-group gradients."""
     from r2f_bench.lora import grouped_lora_gradients, lora_gradients, lora_probe
-    from r2f_bench.r2f import units
+    from r2f_bench.r2f.method import units
 
     facts = tiny["bench"].targets[0].request[:5]
     groups = units(context.make_views(facts), "before")

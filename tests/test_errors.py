@@ -124,15 +124,15 @@ def test_corrupt_model_weights_under_model_are_one_line(tmp_path, capsys):
 
 def test_full_disk_append_rolls_back(tmp_path, monkeypatch):
     """A short write (the disk filled up) leaves the file exactly as it was and says so."""
-    from r2f_bench import storage
+    from r2f_bench import atomic
 
     log = tmp_path / "results.jsonl"
-    storage.append_line(log, json.dumps({"target": "1"}))
+    atomic.append_line(log, json.dumps({"target": "1"}))
     before = log.read_bytes()
     real_write = os.write
-    monkeypatch.setattr(storage.os, "write", lambda fd, data: real_write(fd, data[:7]))
+    monkeypatch.setattr(atomic.os, "write", lambda fd, data: real_write(fd, data[:7]))
     with pytest.raises(UserError, match=r"^disk full while writing .*results.jsonl; free space"):
-        storage.append_line(log, json.dumps({"target": "2", "usr": 50.0}))
+        atomic.append_line(log, json.dumps({"target": "2", "usr": 50.0}))
     assert log.read_bytes() == before and len(before) == 16
 
 

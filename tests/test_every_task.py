@@ -24,19 +24,22 @@ TASKS = [i.name for i in registry().listing("task")]
 def settings(tmp_path_factory):
     """Per task: bundled sample, an untaught tiny model and proxy, a Context and a request."""
     from r2f_bench.models import EmbeddedSpec, build_model, build_tokenizer, teaching_texts
-    from r2f_bench.unlearner import Context
+    from r2f_bench.unlearner import Context, Proxy
     from r2f_bench.views import Paraphraser, build_views
 
     out = {}
     for name in TASKS:
-        bench = registry().task(name)().load(None, None, 1, n_dev=2)
+        task = registry().task(name)()
+        bench = task.load(None, None, 1, n_dev=2)
         tok = build_tokenizer(teaching_texts(bench.teaching_set(), bench.general_prompts))
         model = build_model(EmbeddedSpec.parse("embedded:mistral-h32-l2"), tok).eval()
         proxy = build_model(EmbeddedSpec.parse("embedded:mistral-h32-l1"), tok).eval()
         views = lambda facts: build_views(facts, 2, Paraphraser())
-        ctx = Context(tokenizer=tok, dev_targets=bench.dev_targets, retain_pool=bench.retain_pool(), seed=0, cache_dir=tmp_path_factory.mktemp(name),
-                      make_views=views, proxy=lambda proxy=proxy, tok=tok: (proxy, tok), model_id=name,
-                      proxy_id=f"{name}-proxy", progress=lambda m: None)
+        ctx = Context(tokenizer=tok, dev_targets=bench.dev_targets, retain_pool=bench.retain_pool(), seed=0,
+                      cache_dir=tmp_path_factory.mktemp(name), make_views=views,
+                      probe_roles=task.roles_of(bench, bench.dev_targets),
+                      proxy=Proxy(f"{name}-proxy", f"{name}-proxy", lambda proxy=proxy, tok=tok: (proxy, tok)),
+                      model_id=name, progress=lambda m: None)
         target = bench.targets[0]
         request = ForgetRequest(target=target.id, views=views(target.request), retain=bench.retain_pool())
         out[name] = (model, ctx, request)

@@ -8,7 +8,9 @@ import pytest
 import torch
 
 from r2f_bench.data import ForgetRequest
-from r2f_bench.training import answer_accuracy, answer_nll, encode
+from r2f_bench.encoding import encode
+from r2f_bench.losses import answer_nll
+from r2f_bench.teaching import answer_accuracy
 
 NEIGHBOUR_BOUND = 0.15  # max drop of neighbour answer-token accuracy allowed
 
@@ -67,7 +69,8 @@ def test_r2f_decoder_cache_follows_the_proxy_weights(tiny, context):
 
     cls = registry().method("r2f")
     for key in ("proxy-weights-a", "proxy-weights-a", "proxy-weights-b"):
-        cls(cls.parse_params({"fit_examples": "4"})).setup(tiny["model"], dataclasses.replace(context, proxy_key=key))
+        proxy = dataclasses.replace(context.proxy, key=key)
+        cls(cls.parse_params({"fit_examples": "4"})).setup(tiny["model"], dataclasses.replace(context, proxy=proxy))
     assert len(list((context.cache_dir / "decoders").glob("*.safetensors"))) == 2
 
 def test_r2f_holds_no_full_gradient(tiny, context):
@@ -113,8 +116,8 @@ def test_r2f_peak_memory_is_a_fraction_of_fullgrads(tiny, context, tmp_path):
     facts, one micro-batch, so their activations are the same and the difference is
     the gradient buffer. (With more views R2F's activations grow with the longest
     paraphrases; benchmarks/cost.py measures whole deletions.)"""
-    from r2f_bench.decoder import GradientDecoder
-    from r2f_bench.measure import measure
+    from r2f_bench.r2f.decoder import GradientDecoder
+    from r2f_bench.cost import measure
     from r2f_bench.models import EmbeddedSpec, build_model
     from r2f_bench.plugins import registry
 

@@ -4,7 +4,8 @@ import pytest
 from test_tables import record
 
 from r2f_bench.errors import UserError
-from r2f_bench.plots import add_plot_parser, plot_ablation, series
+from r2f_bench.cli.plot import add_parser as add_plot_parser
+from r2f_bench.plots import plot_ablation, series
 from r2f_bench.store import Store, record_key
 
 

@@ -4,9 +4,10 @@ from types import SimpleNamespace
 import fake_runner
 import pytest
 
+from r2f_bench.cli import main
 from r2f_bench.errors import UserError
 from r2f_bench.store import Store, record_key
-from r2f_bench.sweep import (RANKS, TRANSFER_PROXIES, TRANSFER_TARGETS, VIEWS, execute, expand, main,
+from r2f_bench.sweep import (RANKS, TRANSFER_PROXIES, TRANSFER_TARGETS, VIEWS, execute, expand,
                               parse_seeds, plan, shard)
 
 REGISTRY = SimpleNamespace(listing=lambda kind: [SimpleNamespace(name=n) for n in (
@@ -134,8 +135,8 @@ def test_keep_going_reports_failures(tmp_path, monkeypatch):
     assert report.ran == 3 and len(report.failed) == 1 and "boom" in report.failed[0]
 
 
-def test_module_entry_point_runs_and_resumes(tmp_path, capsys):
-    argv = ["--runner", "fake_runner", "--methods", "r2f,ga", "--tasks", "rwku", "--seeds", "0-1",
+def test_sweep_command_runs_and_resumes(tmp_path, capsys):
+    argv = ["sweep", "--runner", "fake_runner", "--methods", "r2f,ga", "--tasks", "rwku", "--seeds", "0-1",
             "--set", "lr=0.1", "--limit", "2", "--output", str(tmp_path)]
     assert main(argv + ["--dry-run"]) == 0
     assert "4 jobs planned" in capsys.readouterr().out and len(Store(tmp_path)) == 0

@@ -6,7 +6,10 @@ import pytest
 
 from r2f_bench.errors import UserError
 from r2f_bench.store import Store, record_key
-from r2f_bench.tables import add_table_parser, build_tables, render, summarize, to_markdown
+from r2f_bench.aggregate import summarize
+from r2f_bench.cli.table import add_parser as add_table_parser
+from r2f_bench.render import render, to_markdown
+from r2f_bench.tables import build_tables
 
 TARGET, PROXY = "embedded:mistral-h128-l4", "embedded:mistral-h64-l2"
 FACTS = {"rwku": 120, "wmdp": 80}
@@ -120,7 +123,7 @@ def test_transfer_matrix():
                 [("embedded:llama-h128-l4", "embedded:gpt2-h64-l2"), ("embedded:llama-h128-l4", "embedded:llama-h64-l2"),
                  ("embedded:gpt2-h128-l4", "embedded:gpt2-h64-l2")])]
     tables = {t.name: t for t in build_tables(recs)}
-    matrix = tables["transfer-rwku"]
+    matrix = tables["transfer-r2f-rwku"]
     assert [label for label, _ in matrix.rows] == ["embedded:gpt2-h128-l4", "embedded:llama-h128-l4"]
     assert [c.group for c in matrix.columns] == ["embedded:gpt2-h64-l2"] * 2 + ["embedded:llama-h64-l2"] * 2
     cells = row(matrix, "embedded:gpt2-h128-l4")

@@ -57,7 +57,7 @@ def test_ax_fixture_without_keys(tmp_path: Path):
     assert same.revision == bench.revision
 
 
-def test_hub_path(monkeypatch):
+def test_hub_path(monkeypatch, capsys, tmp_path):
     import datasets
 
     calls = []
@@ -69,18 +69,26 @@ def test_hub_path(monkeypatch):
         return datasets.Dataset.from_list(rows[split])
 
     monkeypatch.setattr(datasets, "load_dataset", fake_load)
-    bench = WaterDrum().load(Path("hf://Glow-AI/WaterDrum-TOFU/forget_01"), None, None, 0)
+    task = WaterDrum()
+    bench = task.load(task.locate("hf:Glow-AI/WaterDrum-TOFU/forget_01"), None, None, 0)
     assert calls == [("Glow-AI/WaterDrum-TOFU", "forget_01", "forget"), ("Glow-AI/WaterDrum-TOFU", "forget_01", "retain")]
     assert bench.source.startswith("hf:Glow-AI/WaterDrum-TOFU/forget_01") and len(bench.utility) == 10
     with pytest.raises(UserError, match="bad hub address"):
-        WaterDrum().load(Path("hf:Glow-AI"), None, None, 0)
+        task.locate("hf:Glow-AI")
 
     def no_access(*_a, **_k):
         raise ConnectionError("gated dataset\nmore detail")
 
     monkeypatch.setattr(datasets, "load_dataset", no_access)
     with pytest.raises(UserError, match=r"cannot read Glow-AI/WaterDrum-Ax \(config 'forget_05'.*gated dataset\)"):
-        WaterDrum().load(Path("hf:Glow-AI/WaterDrum-Ax"), None, None, 0)
+        task.load(task.locate("hf:Glow-AI/WaterDrum-Ax"), None, None, 0)
+    # the command line reaches the same reader (the runner asks the task where its data is)
+    from r2f_bench.cli import main
+
+    capsys.readouterr()
+    assert main(["--method", "fullgrad", "--task", "waterdrum", "--data-dir", "hf:Glow-AI/WaterDrum-Ax",
+                 "--output", str(tmp_path)]) == 2
+    assert "cannot read Glow-AI/WaterDrum-Ax (config 'forget_05'" in capsys.readouterr().err
 
 
 def test_tofu_stand_in_from_shared_data(tmp_path: Path):

@@ -94,7 +94,6 @@ class MUSE(Task):
     forget_sets = ("knowmem_forget", "verbmem_forget")
     neighbor_sets = ()
     utility_set = "knowmem_retain"
-    max_answer_tokens = official.VERBMEM_TOKENS
 
     def load(self, data_dir: Path | None, targets: list[str] | None, limit: int | None,
              n_dev: int, forget_source: str | None = None) -> Benchmark:

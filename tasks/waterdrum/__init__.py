@@ -41,7 +41,7 @@ from ... import hookimpl
 from ...data import Benchmark, Probe, Target
 from ...errors import UserError
 from ...protocol import hold_out
-from ...task import Task, content_hash, read_json
+from ...task import HubData, Task, content_hash, data_source, read_json
 from ..common import chunks, dev_ids, generate, qa_prompt, require_fields, resolve_root, select_targets
 from .watermark import GENERATIONS, MAX_NEW_TOKENS, WatermarkSpec, load_verifier, waterdrum_score
 
@@ -91,12 +91,17 @@ class WaterDrum(Task):
     description = "WaterDrum watermark-based unlearning metric (Lu et al. 2025) on TOFU or arXiv owners."
     forget_sets = ("forget",)
     neighbor_sets = ("retain",)
-    max_answer_tokens = MAX_NEW_TOKENS
 
-    def load(self, data_dir: Path | None, targets: list[str] | None, limit: int | None,
+    def locate(self, data_dir: str | None) -> Path | HubData | None:
+        """A hub address stays one: WaterDrum's configs are read through ``datasets``."""
+        return data_source(data_dir)
+
+    def load(self, data_dir: Path | HubData | None, targets: list[str] | None, limit: int | None,
              n_dev: int, forget_source: str | None = None) -> Benchmark:
-        hub = _hub_address(data_dir)
-        rows, meta, source, revision = self._read_hub(*hub) if hub else self._read_local(data_dir)
+        if isinstance(data_dir, HubData):
+            rows, meta, source, revision = self._read_hub(data_dir.repo, data_dir.config or DEFAULT_CONFIG)
+        else:
+            rows, meta, source, revision = self._read_local(data_dir)
         spec, keys, per_owner = _watermark(meta)
         owners = chunks(rows["forget"], per_owner)
         neighbors = chunks(rows["retain"], per_owner)[:len(owners)]
@@ -173,17 +178,6 @@ class WaterDrum(Task):
             check_rows(rows[split], f"hf:{repo}/{config} split {split}")
         digest = hashlib.sha256(json.dumps(rows, sort_keys=True).encode()).hexdigest()[:12]
         return rows, {}, f"hf:{repo}/{config}", digest
-
-
-def _hub_address(data_dir: Path | str | None) -> tuple[str, str] | None:
-    """``hf:<owner>/<name>[/<config>]`` -> (repo, config); anything else is a local path."""
-    text = str(data_dir) if data_dir is not None else ""
-    if not text.startswith("hf:"):
-        return None
-    parts = text[3:].strip("/").split("/")
-    if len(parts) not in (2, 3) or not all(parts):
-        raise UserError(f"bad hub address {text!r}; write hf:<owner>/<dataset>[/<config>], e.g. hf:Glow-AI/WaterDrum-TOFU/forget_05.")
-    return "/".join(parts[:2]), parts[2] if len(parts) == 3 else DEFAULT_CONFIG
 
 
 def _watermark(meta: dict) -> tuple[WatermarkSpec | None, dict[str, int], int]:

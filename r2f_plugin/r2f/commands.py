@@ -1,4 +1,5 @@
-"""``r2f-bench decoder fit`` and ``r2f-bench decoder eval``."""
+"""``r2f-bench decoder fit`` and ``r2f-bench decoder eval``: R2F's commands, added
+through the ``register_commands`` hook like any plugin's."""
 
 from __future__ import annotations
 
@@ -7,23 +8,32 @@ import json
 import statistics
 import sys
 from pathlib import Path
+from typing import Any
 
-from .errors import UserError
+from ..cli.options import add_run_options, run_config
+from ..errors import UserError
+from ..runner import Run
+from .decoder import GradientDecoder
+from .method import decoder_cosines, fit_decoder
 
 
-def add_parser(sub) -> None:
-    from .cli import add_run_options
-
-    dec = sub.add_parser("decoder", help="fit or evaluate R2F's gradient decoder")
-    dsub = dec.add_subparsers(dest="decoder_command", required=True)
-    fit = dsub.add_parser("fit", help="fit the decoder on the proxy and save it (safetensors)")
+def add_parser(sub: Any) -> None:
+    dec = sub.add_parser("decoder", help="fit or evaluate R2F's gradient decoder",
+                         description="Fit R2F's gradient decoder on the proxy model, or measure how well decoded "
+                                     "gradients match exact ones on held-out facts.")
+    dsub = dec.add_subparsers(dest="decoder_command", required=True, metavar="fit|eval")
+    fit = dsub.add_parser("fit", help="fit the decoder on the proxy and save it (safetensors)",
+                          description="Fit the decoder on the proxy model's (LoRA gradient, full gradient) pairs over "
+                                      "the dev targets' requests, cache it, and optionally write it to --out.")
     add_run_options(fit, split=False)
-    fit.add_argument("--task", default="rwku")
+    fit.add_argument("--task", default="rwku", help="benchmark whose dev targets the decoder is fitted on (default rwku)")
     fit.add_argument("--out", help="where to write the decoder (default: the cache)")
     fit.set_defaults(func=cmd_fit)
-    ev = dsub.add_parser("eval", help="cosine and relative error of decoded vs exact gradients on held-out facts")
+    ev = dsub.add_parser("eval", help="cosine and relative error of decoded vs exact gradients on held-out facts",
+                         description="Cosine and relative error between decoded and exact full-model gradients on "
+                                     "held-out facts (the evaluation targets' requests), per layer role.")
     add_run_options(ev, split=False)
-    ev.add_argument("--task", default="rwku")
+    ev.add_argument("--task", default="rwku", help="benchmark whose targets supply the facts (default rwku)")
     ev.add_argument("--decoder", help="a fitted decoder file (default: fit on --proxy)")
     ev.add_argument("--compare", default=",".join(ROWS),
                     help=f"rows to report, comma-separated, from: {', '.join(ROWS)}")
@@ -42,9 +52,6 @@ ROWS = {
 
 
 def _run(args, method_params: dict[str, str] | None = None):
-    from .cli import run_config
-    from .runner import Run
-
     config = run_config(args, "r2f", args.task)
     config.params = {**config.params, **(method_params or {})}
     run = Run(config, progress=lambda m: print(m, file=sys.stderr, flush=True))
@@ -69,9 +76,6 @@ def cmd_eval(args: argparse.Namespace) -> None:
     views together, per layer role and over all matrices; the table shows means over
     facts (± std for the overall cosine).
     """
-    from .decoder import GradientDecoder
-    from r2f_bench.r2f import decoder_cosines, fit_decoder
-
     compare = [c.strip() for c in args.compare.split(",") if c.strip()]
     unknown = [c for c in compare if c not in ROWS]
     if unknown:
@@ -88,7 +92,7 @@ def cmd_eval(args: argparse.Namespace) -> None:
         "projection": lambda: (GradientDecoder(kind="projection", rank=p.rank, meta={"proxy": "none"},
                                                roles={r: {"rho": 0.0, "alpha": 1.0} for r in fitted.roles}), "before"),
         "proxy": lambda: (fitted, "before"),
-        "proxy-after": lambda: (fit(*run.proxy_model(), "after", run.ctx.proxy_id), "after"),
+        "proxy-after": lambda: (fit(*run.ctx.proxy.load(), "after", run.ctx.proxy.label), "after"),
         "target": lambda: (fit(run.model, run.tokenizer, "before", run.model_label), "before"),
     }
     rows = {}
@@ -105,7 +109,7 @@ def cmd_eval(args: argparse.Namespace) -> None:
                 "cosine_std": statistics.stdev(overall) if len(overall) > 1 else 0.0,
                 "relative_error": {k: statistics.fmean(r[k] for r in rel) for k in rel[0]},
                 "uses": decoder.uses, "aggregate": aggregate}
-    print(f"decoder eval: target {run.model_label}, proxy {run.ctx.proxy_id}, LoRA rank {p.rank}, "
+    print(f"decoder eval: target {run.model_label}, proxy {run.ctx.proxy.label}, LoRA rank {p.rank}, "
           f"{len(per_fact)} held-out facts from the evaluation targets, decoder fitted on "
           f"{len(run.bench.retain_pool())} dev facts")
     roles = sorted(k for k in next(iter(rows.values()))["cosine"] if k != "overall")

@@ -29,10 +29,10 @@ from typing import Sequence
 
 import torch
 
-from . import __version__
-from .errors import UserError
-from .lora import LoraGrad, role_of
-from .storage import atomic_path
+from .. import __version__
+from ..atomic import atomic_path
+from ..errors import UserError
+from ..lora import LoraGrad, role_of
 
 KINDS = ("two_sided", "projection")
 USES = {
@@ -154,3 +154,25 @@ def fit(pairs: Sequence[dict[str, tuple[LoraGrad, torch.Tensor]]], kind: str, ra
         roles[role] = {"rho": best[1], "alpha": best[2], "fit_relative_error": best[0]}
     return GradientDecoder(kind=kind, rank=rank, meta={**meta, "fit_examples": str(len(pairs))},
                            roles={r: {"rho": v["rho"], "alpha": v["alpha"]} for r, v in roles.items()})
+
+
+class CosineMeter:
+    """Cosine between two gradients accumulated matrix by matrix, overall and per group."""
+
+    def __init__(self) -> None:
+        self.sums: dict[str, list[float]] = {}
+
+    def add(self, group: str, estimate: torch.Tensor, truth: torch.Tensor) -> None:
+        e, t = estimate.double().flatten(), truth.double().flatten()
+        for key in (group, "overall"):
+            s = self.sums.setdefault(key, [0.0, 0.0, 0.0, 0.0])
+            s[0] += float(e @ t)
+            s[1] += float(e @ e)
+            s[2] += float(t @ t)
+            s[3] += float((e - t) @ (e - t))
+
+    def cosines(self) -> dict[str, float]:
+        return {k: s[0] / max((s[1] * s[2]) ** 0.5, 1e-30) for k, s in self.sums.items()}
+
+    def relative_errors(self) -> dict[str, float]:
+        return {k: (s[3] / max(s[2], 1e-30)) ** 0.5 for k, s in self.sums.items()}

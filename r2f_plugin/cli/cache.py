@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import argparse
 import shutil
+from typing import Any
 from pathlib import Path
 
-from .errors import UserError
-from .models import cache_root
+from ..errors import UserError
+from ..models import cache_root
 
 KINDS = ("models", "evals", "decoders")
 
@@ -46,7 +47,7 @@ def cmd_clear(args: argparse.Namespace) -> None:
     print(f"removed {removed} cache entries from {root}; models are rebuilt on the next run")
 
 
-def add_parser(sub) -> None:
+def add_parser(sub: Any) -> None:
     p = sub.add_parser("cache", help="show or empty the cache of built models, evaluations and decoders")
     verbs = p.add_subparsers(dest="verb", required=True)
     verbs.add_parser("info", help="entries and sizes by kind").set_defaults(func=cmd_info)

@@ -35,15 +35,13 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from . import hookimpl
-from .data import ForgetRequest, Probe
-from .decoder import KINDS, GradientDecoder, fit
-from .errors import UserError
-from .gradients import CosineMeter
-from .lora import LoraGrad, grouped_lora_gradients, lora_gradients, lora_layers, lora_probe, role_of
-from .one_step import OneStepUnlearner, StepParams, all_views
-from .storage import set_aside
-from .unlearner import Context, at_least, one_of, tuned
+from ..atomic import set_aside
+from ..data import ForgetRequest, Probe
+from ..errors import UserError
+from ..lora import LoraGrad, grouped_lora_gradients, lora_gradients, lora_layers, lora_probe, role_of
+from ..one_step import OneStepUnlearner, StepParams
+from ..unlearner import Context, at_least, one_of, tuned
+from .decoder import KINDS, CosineMeter, GradientDecoder, fit
 
 AGGREGATES = ("before", "after")
 
@@ -82,6 +80,8 @@ class R2F(OneStepUnlearner):
     name = "r2f"
     description = "R2F (Liu et al., Recover-to-Forget): one step along a full gradient decoded from multi-view LoRA gradients."
     Params = tuned(R2FParams, step=0.01)  # r2f-bench tune on RWKU's dev split (docs/tuning.md)
+    uses_proxy = True  # the decoder is fitted on it
+    result_columns = ("grad_cosine",)  # decoded vs exact gradient, from diagnostics()
 
     def setup(self, model: torch.nn.Module, ctx: Context) -> None:
         p = self.params
@@ -95,7 +95,7 @@ class R2F(OneStepUnlearner):
         if ctx.proxy is None or not facts:
             raise UserError("R2F needs a proxy model and dev-split facts to fit its decoder; pass --proxy, or --set decoder_path=FILE.")
         views = ctx.make_views(facts)
-        key = hashlib.sha256(json.dumps([ctx.proxy_key or ctx.proxy_id, p.rank, p.decoder, p.aggregate, p.loss, ctx.seed,
+        key = hashlib.sha256(json.dumps([ctx.proxy.key, p.rank, p.decoder, p.aggregate, p.loss, ctx.seed,
                                          [[v.prompt for v in view] for view in views]]).encode()).hexdigest()[:16]
         path = ctx.cache_dir / "decoders" / f"{p.decoder}-r{p.rank}-{p.aggregate}-{key}.safetensors"
         if path.exists():
@@ -103,13 +103,13 @@ class R2F(OneStepUnlearner):
                 decoder = GradientDecoder.load(path)
                 ctx.progress(f"r2f: decoder loaded from {path}")
                 return decoder
-            except UserError as exc:
+            except UserError:
                 set_aside(path, "not a readable decoder", ctx.progress)
-        proxy, proxy_tok = ctx.proxy()
+        proxy, proxy_tok = ctx.proxy.load()
         decoder = fit_decoder(proxy, proxy_tok, views, p.rank, p.decoder, p.aggregate, p.loss, ctx.seed,
-                              {"proxy": ctx.proxy_id, "fit_facts": str(len(facts))}, ctx.progress)
+                              {"proxy": ctx.proxy.label, "fit_facts": str(len(facts))}, ctx.progress)
         decoder.save(path)
-        ctx.progress(f"r2f: decoder fitted on {ctx.proxy_id} and saved to {path}")
+        ctx.progress(f"r2f: decoder fitted on {ctx.proxy.label} and saved to {path}")
         return GradientDecoder.load(path)  # the stored (float32) scalars, as every later run sees them
 
     def gradient(self, model, request: ForgetRequest, ctx: Context):
@@ -158,8 +158,3 @@ def fit_decoder(proxy: torch.nn.Module, tokenizer: Any, views: Sequence[Sequence
                 progress(f"r2f: decoder pairs {i + 1}/{len(groups)}")
     return fit(pairs, kind, rank, {**meta, "aggregate": aggregate, "loss": loss,
                                    "views": str(len(views)), "facts": str(len(views[0]))})
-
-
-@hookimpl
-def register_unlearners(register):
-    register(R2F)

@@ -1,0 +1,154 @@
+"""Aggregating result records: settings, per-metric statistics with bootstrap CIs.
+
+Every number a table or plot shows is :func:`aggregate`'s: the mean of a metric over
+every (target, seed) record that has it, with its 95% bootstrap confidence interval
+(percentile, over those records resampled with replacement) and ``n`` the number of
+records. Records that differ in setting (:data:`SETTING_FIELDS`) are never pooled.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import statistics
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any, Callable, Hashable, Iterable, Mapping, Sequence
+
+from .store import canonical_json
+
+
+HIGHER_IS_BETTER = {"usr": True, "usr_seen": True, "gur": True, "locality": True, "rap": False, "mia": True,
+                    "seconds": False, "peak_mem_mb": False}
+
+
+METRIC_TITLES = {"usr": "USR", "usr_seen": "USR seen", "gur": "GUR", "locality": "Locality", "rap": "RAP",
+                 "mia": "MIA", "seconds": "Time (s)", "peak_mem_mb": "Peak mem (MB)"}
+
+
+DIGITS = {"usr": 1, "usr_seen": 1, "gur": 1, "locality": 1, "rap": 1, "mia": 3, "seconds": 2, "peak_mem_mb": 1}
+
+
+BOOTSTRAP_SAMPLES = 2000
+
+
+CONFIDENCE = 0.95
+
+
+TASK_ORDER = ("rwku", "wmdp", "muse", "waterdrum")
+
+
+Record = Mapping[str, Any]
+
+
+# -- aggregation --------------------------------------------------------------
+@dataclass(frozen=True)
+class Stat:
+    """Mean of ``n`` values with its confidence interval [``lo``, ``hi``] (``None`` below two values)."""
+
+    mean: float
+    lo: float | None
+    hi: float | None
+    n: int
+
+
+def summarize(values: Sequence[float], seed: int = 0) -> Stat | None:
+    """The mean and its 95% percentile-bootstrap interval (seeded: tables are reproducible)."""
+    if not values:
+        return None
+    mean = statistics.fmean(values)
+    if len(values) < 2:
+        return Stat(mean, None, None, 1)
+    rng = random.Random(seed)
+    means = sorted(statistics.fmean(rng.choices(values, k=len(values))) for _ in range(BOOTSTRAP_SAMPLES))
+    tail = (1 - CONFIDENCE) / 2
+    return Stat(mean, means[int(tail * BOOTSTRAP_SAMPLES)], means[int((1 - tail) * BOOTSTRAP_SAMPLES) - 1],
+                len(values))
+
+
+def _value(record: Record, metric: str) -> float | None:
+    """The record's ``metric``; ``a.b`` reads a nested field (e.g. ``usr_by_level.forget_qa``)."""
+    v: Any = record
+    for part in metric.split("."):
+        v = v.get(part) if isinstance(v, Mapping) else None
+    if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+        return float(v)
+    return None
+
+
+def aggregate(records: Iterable[Record], metric: str,
+              key: Callable[[Record], Hashable]) -> dict[Hashable, Stat]:
+    """Group records by ``key``; per group, a :class:`Stat` over its (target, seed) records."""
+    groups: dict[Hashable, list[tuple[str, float]]] = defaultdict(list)
+    for r in records:
+        v = _value(r, metric)
+        if v is not None:
+            groups[key(r)].append((f"{r.get('target')}/{r.get('seed')}", v))
+    # a fixed order of values, so the bootstrap does not depend on the store's order
+    return {k: summarize([v for _, v in sorted(vs)]) for k, vs in groups.items()}
+
+
+def setting(record: Record) -> dict[str, Any]:
+    """What distinguishes runs of one method besides task, seed and target.
+
+    The request is what the record says it was made of (``request_source``: RWKU's
+    corpus and its FB probes never share a row). Hyper-parameters are the resolved ones a record carries (``params``: defaults
+    included, so runs that differ only in a default never share a row), else the
+    configured overrides. Models are identified by the spec the run was given
+    (``config.model`` / ``config.proxy``), not by the descriptive labels in
+    ``record["models"]``, which may differ between tasks for the same model (e.g.
+    "taught N facts").
+    """
+    config, models = record.get("config", {}), record.get("models", {})
+    params = record.get("params") or config.get("params") or {}
+    return {"params": dict(params), "views": config.get("views"),
+            "target": config.get("model", models.get("target")), "proxy": config.get("proxy", models.get("proxy")),
+            "request": record.get("request_source"), "retain_items": config.get("retain_items"),
+            "paraphraser": config.get("paraphraser")}
+
+
+SETTING_FIELDS = ("params", "views", "target", "proxy", "request", "retain_items", "paraphraser")
+
+
+def varying(records: Sequence[Record], fields: Sequence[str] = SETTING_FIELDS) -> list[str]:
+    """The setting fields that take more than one value among ``records``; for
+    ``params``, each varying hyper-parameter as ``params.<name>``."""
+    differs = lambda values: len({canonical_json(v) for v in values}) > 1
+    out: list[str] = []
+    for f in fields:
+        if f == "params":
+            names = sorted({k for r in records for k in setting(r)["params"]})
+            out += [f"params.{k}" for k in names if differs(setting(r)["params"].get(k) for r in records)]
+        elif differs(setting(r)[f] for r in records):
+            out.append(f)
+    return out
+
+
+def setting_label(s: Mapping[str, Any], fields: Sequence[str]) -> str:
+    parts: list[str] = []
+    for f in fields:
+        group, _, name = f.partition(".")
+        if name:
+            if name in s.get(group, {}):
+                parts.append(f"{name}={s[group][name]}")
+        elif f in s:
+            parts.append(f"{f}={s[f]}")
+    return ", ".join(parts)
+
+
+def task_order(tasks: Iterable[str]) -> list[str]:
+    rank = {t: i for i, t in enumerate(TASK_ORDER)}
+    return sorted(set(tasks), key=lambda t: (rank.get(t, len(rank)), t))
+
+
+# -- command line -------------------------------------------------------------
+def invalid(record: Record) -> str | None:
+    """Why ``record`` cannot enter a table (``None``: it can)."""
+    for name, kind in (("method", str), ("task", str), ("target", str), ("seed", int), ("config", dict)):
+        if not isinstance(record.get(name), kind):
+            return f"field {name!r} missing or not a {kind.__name__}"
+    for metric in HIGHER_IS_BETTER:
+        v = record.get(metric)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
+            return f"metric {metric!r} is {v!r}, not a number"
+    return None

@@ -1,0 +1,56 @@
+"""``r2f-bench methods`` and ``r2f-bench tasks``: what is installed, and from where."""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import sys
+from typing import Any, Callable
+
+from ..plugins import registry
+
+
+def describe(cls: type, width: int | None = 100) -> str:
+    """The plugin's one-line ``description``, else the first paragraph of its module's
+    docstring; cut at ``width`` characters (``None``: whole)."""
+    text = getattr(cls, "description", "") or inspect.getdoc(sys.modules[cls.__module__]) or cls.__name__
+    line = " ".join(text.strip().split("\n\n")[0].split())
+    return line if width is None or len(line) <= width else line[:width].rsplit(" ", 1)[0] + " …"
+
+
+def cmd_list(kind: str) -> Callable[[argparse.Namespace], None]:
+    def handler(args: argparse.Namespace) -> None:
+        reg = registry()
+        rows = []
+        for info in reg.listing(kind):
+            cls = reg.method(info.name) if kind == "method" else reg.task(info.name)
+            row = {"name": info.name, "version": info.version, "distribution": info.distribution,
+                   "description": describe(cls, None if args.json else 100)}
+            if kind == "method":
+                row["params"] = cls.describe_params()
+            else:
+                row["yaml_dir"] = str(cls.yaml_dir())
+                row["lm_eval_tasks"] = [cls().lm_eval_name(s) for s in cls.forget_sets + cls.neighbor_sets + (cls.utility_set,)]
+            rows.append(row)
+        if args.json:
+            print(json.dumps(rows, indent=2, default=str))
+            return
+        origin = {id(r): f"{r['distribution']} {r['version']}" for r in rows}
+        name_w = max((len(r["name"]) for r in rows), default=0) + 2
+        origin_w = max((len(o) for o in origin.values()), default=0) + 2
+        for row in rows:
+            print(f"{row['name']:<{name_w}}{origin[id(row)]:<{origin_w}}{row['description']}")
+            for prm in row.get("params", []):
+                print(f"{'':{name_w + 2}}{prm['name']}={prm['default']}  {prm['help']}")
+            if "yaml_dir" in row:
+                print(f"{'':{name_w + 2}}lm-eval: --include_path {row['yaml_dir']} --tasks {','.join(row['lm_eval_tasks'])}")
+    return handler
+
+
+def add_parser(subparsers: Any) -> None:
+    for kind, name in (("method", "methods"), ("task", "tasks")):
+        p = subparsers.add_parser(name, help=f"list installed {name}", description=f"List the installed {name}, "
+                                  f"built-in and third-party, with their versions{' and parameters' if kind == 'method' else ''}.")
+        p.add_argument("--json", action="store_true", help="print the listing as JSON (whole descriptions)")
+        p.set_defaults(func=cmd_list(kind))

@@ -1,0 +1,69 @@
+"""The ``r2f-bench`` parser and entry point."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import warnings
+from typing import Callable
+
+from ..errors import UserError
+from ..plugins import registry
+from . import cache, listing, plot, sweep, table, tune
+from .options import add_run_options
+from .run import cmd_run
+
+BUILT_IN = (listing, cache, tune, sweep, table, plot)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="r2f-bench", description="Run, compare and extend LLM unlearning methods.")
+    parser.add_argument("--method", help="unlearning method to run (see `r2f-bench methods`)")
+    parser.add_argument("--task", help="benchmark to run it on (see `r2f-bench tasks`)")
+    add_run_options(parser)
+    sub = parser.add_subparsers(dest="command", metavar="command")
+    for module in BUILT_IN:
+        module.add_parser(sub)
+    registry().pm.hook.register_commands(subparsers=sub)
+    return parser
+
+
+def quiet_libraries() -> None:
+    """Our own progress lines replace library progress bars; FutureWarnings are theirs.
+    Called first by every entry point (tqdm reads TQDM_DISABLE when imported)."""
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    os.environ.setdefault("TQDM_DISABLE", "1")
+
+
+def guarded(command: Callable[[], None], interrupted: str) -> int:
+    """Run an entry point's command: a UserError prints one line and exits 2, Ctrl-C exits 130,
+    a closed pipe on stdout exits 141 (as a shell reports SIGPIPE) without a traceback."""
+    try:
+        command()
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(interrupted, file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # the reader went away (`r2f-bench methods | head`): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    quiet_libraries()
+
+    def command() -> None:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if getattr(args, "func", None):
+            args.func(args)
+        elif args.method and args.task:
+            cmd_run(args)
+        else:
+            parser.error("give --method and --task, or a command (methods, tasks, sweep, table, ...)")
+
+    return guarded(command, "interrupted; finished results are kept in the output directory: re-run the same command to resume")

@@ -1,0 +1,52 @@
+"""Options shared by the commands that run methods (run, tune, and plugin commands such
+as ``decoder``), and the :class:`~r2f_bench.runner.RunConfig` they describe."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..runner import RunConfig
+from ..unlearner import parse_assignments
+
+
+def add_run_options(p: argparse.ArgumentParser, split: bool = True) -> None:
+    """Options that pick models, data and targets. ``split``: also the evaluation-only
+    options (``--sequential``, ``--save-model``, ``--split``)."""
+    p.add_argument("--model", default="embedded", help="target: hub name, local path, or embedded[:family-hH-lL] (default: the embedded demo model)")
+    p.add_argument("--proxy", default="embedded-proxy", help="proxy model, for methods that use one (R2F's decoder): hub name, local path, or embedded:family-hH-lL")
+    p.add_argument("--data-dir", help="benchmark data in its official layout: a local folder, or hf:<owner>/<dataset> to download it (default: the bundled sample)")
+    p.add_argument("--targets", help="comma-separated target ids or names")
+    p.add_argument("--limit", type=int, help="number of evaluation targets (default 3)")
+    p.add_argument("--dev-targets", type=int, default=2, help="targets held out for fitting and tuning (never evaluated)")
+    p.add_argument("--forget-source", help="what the deletion request holds, where the task offers a choice "
+                   "(RWKU: corpus, the target's forget corpus, default; probes, its FB cloze facts); see docs/tasks.md")
+    p.add_argument("--retain-items", type=int, default=64, help="retain items each request carries, sampled with --seed (default 64)")
+    if split:
+        p.add_argument("--sequential", action="store_true",
+                       help="apply the targets' deletions one after another to the same model (MUSE's sustainability)")
+        p.add_argument("--save-model", metavar="DIR", help="write each unlearned model to DIR/<target>/ (safetensors), e.g. for lm_eval")
+        p.add_argument("--split", choices=("eval", "dev"), default="eval",
+                       help="targets to unlearn: the evaluation targets (default) or the dev targets (hyper-parameter search)")
+    p.add_argument("--views", type=int, default=5, help="views per fact: the fact as asked plus paraphrases (paper: 5)")
+    p.add_argument("--paraphraser", default="benchmark",
+                   help="benchmark (its own alternative probes, then templates; default), templates, self, or hf:<seq2seq model>")
+    p.add_argument("--seed", type=int, default=0,
+                   help="replicate: sets the embedded models' initialisation and teaching, LoRA init, views and retain sample")
+    p.add_argument("--set", dest="params", action="append", default=[], metavar="NAME=VALUE",
+                   help="override a method hyper-parameter (repeatable); see `r2f-bench methods`")
+    p.add_argument("--output", default="r2f-output", help="results directory (results.jsonl)")
+    p.add_argument("--trust-remote-code", action="store_true", help="allow custom model code from the hub (off by default)")
+    p.add_argument("--threads", type=int, help="CPU threads per process (default: OMP_NUM_THREADS, else the cores "
+                   "shared among the run's processes); pin it when you compare seconds")
+
+
+def run_config(args: argparse.Namespace, method: str, task: str) -> RunConfig:
+    """The run configuration the parsed :func:`add_run_options` describe."""
+    return RunConfig(method=method, task=task, seed=args.seed, model=args.model, proxy=args.proxy,
+                     data_dir=args.data_dir, limit=args.limit,
+                     targets=[t.strip() for t in args.targets.split(",") if t.strip()] if args.targets else None,
+                     params=parse_assignments(args.params), views=args.views, paraphraser=args.paraphraser,
+                     dev_targets=args.dev_targets, forget_source=args.forget_source,
+                     retain_items=args.retain_items, threads=args.threads, output=args.output,
+                     trust_remote_code=args.trust_remote_code, split=getattr(args, "split", "eval"),
+                     sequential=getattr(args, "sequential", False), save_model=getattr(args, "save_model", None))

@@ -1,0 +1,33 @@
+"""``r2f-bench plot``: the rank and views ablations from a results store (see :mod:`r2f_bench.plots`)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from ..errors import UserError
+from ..plots import AXES, plot_ablation
+from ..store import Store
+
+
+def plot_command(args: argparse.Namespace) -> None:
+    store = Store(args.output)
+    records = list(store.records())
+    out_dir = Path(args.out_dir) if args.out_dir else store.root / "plots"
+    drawn = [axis for axis in AXES if plot_ablation(records, axis, out_dir / f"{axis}.png")]
+    if not drawn:
+        raise UserError(f"no rank or views ablation in {store.jobs}; run `r2f-bench sweep --ablation rank` "
+                        f"or `--ablation views` with --output {args.output} first.")
+    for axis in drawn:
+        print(f"wrote {out_dir / f'{axis}.png'}")
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add ``plot`` to the CLI's subparsers (``args.func(args)`` runs it)."""
+    p = subparsers.add_parser("plot", help="plot the rank and views ablations from a results store",
+                              description="Plot the rank and views ablations (USR, GUR, RAP, MIA against the ablated value) from a results store.")
+    p.add_argument("--output", default="r2f-output", help="results store directory (default r2f-output)")
+    p.add_argument("--out-dir", default=None, help="where to write the PNGs (default <output>/plots)")
+    p.set_defaults(func=plot_command)
+    return p

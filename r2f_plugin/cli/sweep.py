@@ -1,0 +1,92 @@
+"""``r2f-bench sweep``: plan and run many jobs into the durable store (see :mod:`r2f_bench.sweep`).
+
+Under ``accelerate launch -m r2f_bench sweep ...`` each process takes its share of the jobs.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ..distributed import process_state, release_process_group
+from ..errors import UserError
+from ..store import Store
+from ..sweep import (ABLATION_METHOD, ABLATIONS, DEFAULT_OUTPUT, DEFAULT_RUNNER, _tag, execute, expand, load_runner,
+                     parse_seeds, plan, shard, split_list)
+from ..unlearner import parse_assignments
+
+
+# -- command line -------------------------------------------------------------
+def _add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--methods", default=None,
+                   help=f"comma-separated methods, or `all` (default: all; {ABLATION_METHOD} with --ablation)")
+    p.add_argument("--tasks", default="all", help="comma-separated tasks, or `all` (default)")
+    p.add_argument("--seeds", default="0", help="seeds, e.g. 0,1,2 or 0-4 (default 0)")
+    p.add_argument("--ablation", choices=ABLATIONS, default=None,
+                   help="paper ablation preset: rank (LoRA rank 2,4,8,12,16), views (1-8), "
+                        "transfer (target models × proxies)")
+    p.add_argument("--model", default=None, help="target model(s), comma-separated (default: the embedded model)")
+    p.add_argument("--proxy", default=None, help="proxy model(s), comma-separated (default: the embedded proxy)")
+    p.add_argument("--set", dest="assignments", action="append", default=[], metavar="NAME=VALUE",
+                   help="method hyper-parameter override, repeatable")
+    p.add_argument("--views", type=int, default=None, help="paraphrase views per request (default: the runner's)")
+    p.add_argument("--data-dir", default=None, help="benchmark data in its official layout (default: bundled sample)")
+    p.add_argument("--targets", default=None, help="comma-separated target ids or names")
+    p.add_argument("--limit", type=int, default=None, help="evaluate only the first N targets")
+    p.add_argument("--paraphraser", default=None, help="benchmark, templates, self, or hf:<seq2seq model> (default: the runner's)")
+    p.add_argument("--dev-targets", type=int, default=None, help="held-out targets for fitting (default: the runner's)")
+    p.add_argument("--forget-source", default=None, help="the task's kind of deletion request (RWKU: corpus or probes; default: the task's)")
+    p.add_argument("--retain-items", type=int, default=None, help="retain items per request (default: the runner's, 64)")
+    p.add_argument("--threads", type=int, default=None, help="CPU threads per process (default: the cores shared among processes)")
+    p.add_argument("--trust-remote-code", action="store_true", help="allow custom model code from the hub")
+    p.add_argument("--output", default=DEFAULT_OUTPUT, help=f"results store directory (default {DEFAULT_OUTPUT})")
+    p.add_argument("--keep-going", action="store_true", help="run the remaining jobs when one fails")
+    p.add_argument("--dry-run", action="store_true", help="print the plan and this process's share; run nothing")
+    p.add_argument("--runner", default=DEFAULT_RUNNER,
+                   help="module implementing the runner API (RunConfig, Run), which then also checks method "
+                        "and task names; for tests and custom pipelines (default %(default)s)")
+
+
+def sweep_command(args: argparse.Namespace) -> None:
+    """Handler of ``r2f-bench sweep`` and ``python -m r2f_bench.sweep``."""
+
+    if args.methods is None:
+        methods = [ABLATION_METHOD] if args.ablation else ["all"]
+    else:
+        methods = split_list(args.methods)
+    check = args.runner == DEFAULT_RUNNER
+    jobs = plan(expand(methods, "method", check=check), expand(split_list(args.tasks), "task", check=check),
+                parse_seeds(args.seeds),
+                ablation=args.ablation, models=split_list(args.model) or [None],
+                proxies=split_list(args.proxy) or [None], params=parse_assignments(args.assignments),
+                views=args.views, data_dir=args.data_dir, targets=split_list(args.targets) or None,
+                limit=args.limit, output=args.output, paraphraser=args.paraphraser, dev_targets=args.dev_targets,
+                forget_source=args.forget_source, retain_items=args.retain_items, threads=args.threads,
+                trust_remote_code=args.trust_remote_code or None)
+    runner = None if args.dry_run else load_runner(args.runner)
+
+    state = process_state()
+    process = (state.process_index, state.num_processes)
+    try:
+        if args.dry_run:
+            share = {j.label for j in shard(jobs, *process)}
+            for n, job in enumerate(jobs, 1):
+                print(f"{n:4d} {'*' if job.label in share else ' '} {job.label}")
+            print(f"{len(jobs)} jobs planned; * = taken by process {process[0] + 1} of {process[1]}")
+            return
+        report = execute(jobs, args.output, runner=runner, process=process, keep_going=args.keep_going)
+    finally:
+        release_process_group()
+    print(f"{_tag(process)}sweep: {report.assigned} of {report.planned} jobs here; {report.ran} targets run, "
+           f"{report.skipped} already done; results in {Store(args.output).jobs}")
+    if report.failed:
+        raise UserError(f"{len(report.failed)} job(s) failed ({'; '.join(report.failed)}); fix and re-run the same command to resume.")
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add ``sweep`` to the CLI's subparsers (``args.func(args)`` runs it)."""
+    p = subparsers.add_parser("sweep", help="plan and run many jobs; resumable, Accelerate-aware",
+                              description=__doc__.split("\n\n")[0])
+    _add_arguments(p)
+    p.set_defaults(func=sweep_command)
+    return p

@@ -1,0 +1,58 @@
+"""Tokenising (prompt, answer) pairs into training batches, and batching lists.
+
+The one encoding that teaching, unlearning losses and the relearning attack share.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any, Iterable, Iterator, Sequence
+
+import torch
+
+from .data import Probe
+
+
+# tokens of (prompt + answer) a training or unlearning sequence keeps, from the end: the
+# embedded models' whole context, so a long prompt is cut where lm-eval cuts it when
+# it generates (the end of the prompt stays, next to the answer)
+MAX_LENGTH = 256
+
+
+def encode(tokenizer: Any, probes: Sequence[Probe], answers: Sequence[str] | None = None,
+           device: torch.device | str = "cpu") -> dict[str, torch.Tensor]:
+    """Right-padded batch of ``prompt + " " + answer + eos``; labels only on the answer.
+
+    ``answers`` replaces the probes' answers (e.g. a refusal or a wrong answer).
+    """
+    answers = answers if answers is not None else [p.answer for p in probes]
+    seqs, labels = [], []
+    for p, a in zip(probes, answers):
+        prompt = tokenizer(p.prompt, add_special_tokens=False)["input_ids"]
+        answer = tokenizer(" " + a, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+        ids = (prompt + answer)[-MAX_LENGTH:]
+        n_ans = min(len(answer), len(ids))
+        seqs.append(ids)
+        labels.append([-100] * (len(ids) - n_ans) + ids[len(ids) - n_ans:])
+    width = max(len(s) for s in seqs)
+    pad = tokenizer.pad_token_id
+    return {
+        "input_ids": torch.tensor([s + [pad] * (width - len(s)) for s in seqs], device=device),
+        "attention_mask": torch.tensor([[1] * len(s) + [0] * (width - len(s)) for s in seqs], device=device),
+        "labels": torch.tensor([lab + [-100] * (width - len(lab)) for lab in labels], device=device),
+    }
+
+
+def batches(items: Sequence[Any], size: int, rng: random.Random | None = None) -> Iterable[list[Any]]:
+    order = list(range(len(items)))
+    if rng is not None:
+        rng.shuffle(order)
+    for i in range(0, len(order), size):
+        yield [items[j] for j in order[i:i + size]]
+
+
+def cycle_batches(items: Sequence[Any], size: int, seed: int = 0) -> Iterator[list[Any]]:
+    """Endless shuffled minibatches of ``items`` (reshuffled every pass)."""
+    rng = random.Random(seed)
+    while True:
+        yield from batches(items, size, rng)
