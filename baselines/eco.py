@@ -60,7 +60,7 @@ from ..views import embedder
 
 @dataclass
 class EcoParams:
-    sigmas: tuple = field(default=(0.5, 1.0, 2.0, 4.0, 8.0), metadata={"help": "candidate noise strengths (× embedding RMS) for the dev search"})
+    sigmas: tuple[float, ...] = field(default=(0.5, 1.0, 2.0, 4.0, 8.0), metadata={"help": "candidate noise strengths (× embedding RMS) for the dev search"})
     stop_ratio: float = field(default=0.3, metadata={"help": "sigma search target: dev answer accuracy ≤ stop_ratio × clean", "check": positive})
     threshold: float = field(default=-1.0, metadata={"help": "classifier cosine threshold; < 0: fit on the dev split"})
     sigma: float = field(default=-1.0, metadata={"help": "noise strength; < 0: fit on the dev split"})

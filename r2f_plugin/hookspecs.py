@@ -1,18 +1,20 @@
-"""Hook specifications: how methods and tasks plug into r2f-bench.
+"""Hook specifications: how methods, benchmarks and commands plug into r2f-bench.
 
-A plugin is any module listed under the ``r2f_bench`` entry-point group of an
-installed distribution. It implements one or both hooks below with
-:data:`hookimpl`. The built-in R2F method, every baseline and every benchmark are
-ordinary plugins registered exactly this way.
+A plugin is a module that implements some of the hooks below with :data:`hookimpl`.
+Third-party plugins are listed under the ``r2f_bench`` entry-point group of their
+distribution; the built-ins (R2F, every baseline, every benchmark) are ordinary
+plugins loaded from :data:`r2f_bench.plugins.DEFAULT_PLUGINS` through the same hooks.
 
-Example (``my_method.py``)::
+Example (``my_method.py``, with ``[project.entry-points.r2f_bench] mine = "my_method"``)::
 
-    from . import hookimpl
-    from .unlearner import Unlearner
+    from r2f_bench import Edit, Unlearner, hookimpl
 
     class MyMethod(Unlearner):
         name = "mine"
-        ...
+
+        def unlearn(self, model, request, ctx):
+            ...
+            return Edit(model)
 
     @hookimpl
     def register_unlearners(register):
@@ -21,7 +23,7 @@ Example (``my_method.py``)::
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 import pluggy
 
@@ -36,8 +38,15 @@ def register_unlearners(register: Callable[[type], None]) -> None:
     """Register unlearning methods.
 
     :param register: call ``register(cls)`` once per method, where ``cls`` is a
-        subclass of :class:`r2f_bench.unlearner.Unlearner`. Its ``name`` is what
-        users pass to ``--method``; a name registered twice is an error.
+        subclass of :class:`r2f_bench.Unlearner`. Its ``name`` is what users pass to
+        ``--method``; a name registered twice is an error.
+
+    A method sees only its :class:`r2f_bench.ForgetRequest` (the request's views and
+    retain facts) and :class:`r2f_bench.Context` (dev split, retain pool, probe-set
+    roles, and a :class:`r2f_bench.Proxy` model if it sets ``uses_proxy``), never an
+    evaluated string. It declares its hyper-parameters as a ``Params`` dataclass
+    (typed fields, defaults, ``metadata={"help": ...}``), and any info keys that should
+    become result columns in ``result_columns``.
 
     Implementations must not do heavy work here (no model loading): this hook runs
     every time the CLI starts, including for ``r2f-bench methods``.
@@ -48,8 +57,32 @@ def register_unlearners(register: Callable[[type], None]) -> None:
 def register_tasks(register: Callable[[type], None]) -> None:
     """Register benchmarks.
 
-    :param register: call ``register(cls)`` once per benchmark, where ``cls`` is
-        a subclass of :class:`r2f_bench.task.Task`. Its ``name`` is what users
-        pass to ``--task``; its lm-eval task YAMLs live in the directory returned
-        by ``cls.yaml_dir()``.
+    :param register: call ``register(cls)`` once per benchmark, where ``cls`` is a
+        subclass of :class:`r2f_bench.Task`. Its ``name`` is what users pass to
+        ``--task``.
+
+    The contract (:mod:`r2f_bench.task`): every probe set ``s`` is an lm-eval task
+    named ``f"{name}_{s}"`` whose YAML lives in ``cls.yaml_dir()``, and whose
+    ``process_results`` returns per probe the keys of :data:`r2f_bench.task.METRIC_KEYS`
+    (``rouge_l_recall`` and ``answered`` for generation, ``acc`` for multiple choice).
+    Each set plays one role (:data:`r2f_bench.task.ROLES`): ``utility`` (the task's
+    ``utility_set``), ``locality`` (its ``neighbor_sets``), ``seen`` (the loaded
+    benchmark's ``seen_sets``: strings of the request itself) or ``held_out`` (all
+    others: the headline USR). ``load`` must keep every evaluated string out of what a
+    method sees (:mod:`r2f_bench.protocol` checks it before any model loads).
+    """
+
+
+@hookspec
+def register_commands(subparsers: Any) -> None:
+    """Add subcommands to ``r2f-bench``.
+
+    :param subparsers: the :mod:`argparse` subparsers action of the ``r2f-bench``
+        parser. Call ``subparsers.add_parser(name, help=..., description=...)`` and
+        ``set_defaults(func=handler)``; ``handler(args)`` runs the command. A handler
+        reports a user mistake by raising :class:`r2f_bench.UserError` (printed as one
+        line, exit status 2).
+
+    Called each time the parser is built; import heavy modules inside the handler, not
+    here. R2F adds ``decoder fit|eval`` this way.
     """

@@ -18,7 +18,7 @@ from typing import Any
 
 import pluggy
 
-from . import hookspecs
+from . import __version__, hookspecs
 from .errors import UserError
 
 # The built-in plugins, by module (relative to this package): each implements the hooks
@@ -56,8 +56,6 @@ class PluginRegistry:
     # -- registration -------------------------------------------------------
     def load_defaults(self) -> None:
         """Register the built-in plugins of :data:`DEFAULT_PLUGINS`."""
-        from . import __version__
-
         for module in DEFAULT_PLUGINS:
             name = f"{__package__}.{module}"
             if self.pm.get_plugin(name) is None:

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import types
+import typing
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -139,7 +141,7 @@ class Unlearner(ABC):
             if key not in fields:
                 known = ", ".join(fields) or "none"
                 raise UserError(f"method {cls.name!r} has no parameter {key!r}; its parameters are: {known}.")
-            values[key] = _coerce(raw, fields[key], cls.name)
+            values[key] = _coerce(raw, fields[key], cls.Params, cls.name)
         return cls.Params(**values)
 
     @classmethod
@@ -181,28 +183,48 @@ def one_of(*choices: str) -> Check:
     return lambda value: None if value in choices else f"one of {', '.join(choices)}"
 
 
-def _coerce(raw: str, f: dataclasses.Field, method: str) -> Any:
-    """``raw`` as the field's type, checked: finite numbers, and the field's declared ``check``."""
-    kind = type(f.default)
+def _coerce(raw: str, f: dataclasses.Field, params: type, method: str) -> Any:
+    """``raw`` converted by the field's type annotation (``int``, ``float``, ``str``,
+    ``bool``, ``tuple[T, ...]`` / ``list[T]`` as comma-separated values, ``T | None``
+    with ``none``), then checked: finite numbers, and the field's declared ``check``."""
+    annotation = typing.get_type_hints(params)[f.name]
     try:
-        if kind is bool:
-            if raw.lower() not in {"true", "false", "1", "0", "yes", "no"}:
-                raise ValueError(raw)
-            value: Any = raw.lower() in {"true", "1", "yes"}
-        elif kind in (tuple, list):
-            value = kind(x.strip() for x in raw.split(",") if x.strip())
-        else:
-            value = kind(raw)
+        value = _convert(raw, annotation)
     except ValueError:
-        raise UserError(f"parameter {f.name!r} of method {method!r} expects a {kind.__name__}, got {raw!r}.") from None
+        raise UserError(f"parameter {f.name!r} of method {method!r} expects {_describe(annotation)}, got {raw!r}.") from None
     problem = None
     if isinstance(value, float) and not math.isfinite(value):
         problem = "a finite number"
-    elif "check" in f.metadata:
+    elif value is not None and "check" in f.metadata:
         problem = f.metadata["check"](value)
     if problem:
         raise UserError(f"parameter {f.name!r} of method {method!r} must be {problem}, got {raw!r}.")
     return value
+
+
+def _convert(raw: str, annotation: Any) -> Any:
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType):
+        if type(None) in args and raw.strip().lower() in ("none", "null"):
+            return None
+        (inner,) = [a for a in args if a is not type(None)]
+        return _convert(raw, inner)
+    if origin in (tuple, list):
+        return origin(_convert(x.strip(), args[0] if args else str) for x in raw.split(",") if x.strip())
+    if annotation is bool:
+        if raw.lower() not in {"true", "false", "1", "0", "yes", "no"}:
+            raise ValueError(raw)
+        return raw.lower() in {"true", "1", "yes"}
+    return annotation(raw)
+
+
+def _describe(annotation: Any, article: str = "a ") -> str:
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join("none" if a is type(None) else _describe(a, article) for a in args)
+    if origin in (tuple, list):
+        return f"comma-separated {_describe(args[0], '') if args else 'str'} values"
+    return f"{article}{getattr(annotation, '__name__', annotation)}"
 
 
 def parse_assignments(items: list[str]) -> dict[str, str]:

@@ -1,4 +1,4 @@
-"""Helpers shared by the WMDP, MUSE and WaterDrum tasks: choosing targets, chunking,
+"""Helpers shared by the benchmarks: the data folder, choosing targets, chunking,
 prompt formats, field checks, greedy/sampled generation and ROC AUC."""
 
 from __future__ import annotations
@@ -55,21 +55,29 @@ def even_split(items: Sequence[T], n: int) -> list[list[T]]:
 
 
 def select_targets(ids: list[str], wanted: list[str] | None, limit: int | None, task: str,
-                   groups: Mapping[str, list[str]] | None = None) -> list[str]:
-    """Targets by id (or by a group name such as a domain, or ``all``), else the first ``limit``."""
+                   groups: Mapping[str, list[str]] | None = None, aliases: Mapping[str, str] | None = None) -> list[str]:
+    """Targets by id (or by a group name such as a domain, or ``all``; or by an alias such
+    as a short id or a name, matched case-insensitively with ``_`` as a space), else the
+    first ``limit``."""
     if limit is not None and limit < 1:
         raise UserError(f"--limit must be at least 1, got {limit}.")
     if not wanted:
         return ids[:limit or DEFAULT_TARGETS]
     groups = {"all": ids, **(groups or {})}
+    names = {_name_key(k): v for k, v in (aliases or {}).items()}
     chosen: list[str] = []
     for w in wanted:
-        hits = groups.get(w, [w] if w in ids else [])
+        alias = names.get(_name_key(w))
+        hits = groups.get(w, [w] if w in ids else [alias] if alias else [])
         if not hits:
             raise UserError(f"unknown {task} target {w!r}; use an id like {ids[0]!r}, "
                             f"or one of: {', '.join(groups)}.")
         chosen += [h for h in hits if h not in chosen]
     return chosen[:limit] if limit else chosen
+
+
+def _name_key(name: str) -> str:
+    return " ".join(name.replace("_", " ").lower().split())
 
 
 def dev_ids(ids: list[str], chosen: list[str], n_dev: int) -> list[str]:
@@ -85,10 +93,10 @@ def require_fields(rows: list[Any], fields: tuple[str, ...], where: str) -> None
             raise UserError(f"malformed data file {where}: row {i} lacks field {missing[0]!r}; restore the original file.")
 
 
-def resolve_root(data_dir: Path | None, sample: Path) -> tuple[Path, str]:
-    """The folder to read and how results name its source."""
+def resolve_root(data_dir: Path | None, sample: Path, what: str = "the benchmark's folder") -> tuple[Path, str]:
+    """The folder to read (``None``: the bundled ``sample``) and how results name its source."""
     root = Path(data_dir) if data_dir is not None else sample
-    check_dir(root, "the benchmark's folder")
+    check_dir(root, what)
     return root, SAMPLE_SOURCE if data_dir is None else str(root)
 
 

@@ -10,32 +10,16 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Callable
 
 from r2f_bench.atomic import append_line
+from r2f_bench.runner import RunConfig  # the real configuration: the fake differs only in what it computes
+
+__all__ = ["RunConfig", "Run"]
 
 CALLS: list[dict] = []
-
-
-@dataclass
-class RunConfig:
-    method: str
-    task: str
-    seed: int = 0
-    model: str = "embedded"
-    proxy: str = "embedded-proxy"
-    data_dir: str | None = None
-    targets: list[str] | None = None
-    limit: int | None = None
-    params: dict[str, str] = field(default_factory=dict)
-    views: int = 5
-    output: str = "r2f-output"
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 def _label(spec: str, default: str) -> str:

@@ -99,3 +99,24 @@ def test_params_override_and_errors():
         R2F.parse_params({"nope": "1"})
     with pytest.raises(UserError, match="expects a int"):
         R2F.parse_params({"rank": "eight"})
+
+
+def test_set_values_convert_by_type_annotation():
+    """Tuples convert element-wise and ``T | None`` accepts none, whatever the default is."""
+    from dataclasses import dataclass, field
+
+    @dataclass
+    class Params:
+        sigmas: tuple[float, ...] = (1.0,)
+        limit: int | None = None
+        names: list[str] = field(default_factory=list)
+        on: bool = False
+
+    Typed = type("Typed", (Noop,), {"name": "typed_test", "Params": Params})
+    p = Typed.parse_params({"sigmas": "0.5, 2", "limit": "3", "names": "a,b", "on": "yes"})
+    assert (p.sigmas, p.limit, p.names, p.on) == ((0.5, 2.0), 3, ["a", "b"], True)
+    assert Typed.parse_params({"limit": "none"}).limit is None
+    with pytest.raises(UserError, match="'sigmas' of method 'typed_test' expects comma-separated float values"):
+        Typed.parse_params({"sigmas": "a,b"})
+    with pytest.raises(UserError, match="expects a int or none"):
+        Typed.parse_params({"limit": "many"})

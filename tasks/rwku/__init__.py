@@ -33,7 +33,7 @@ from ...data import Benchmark, Probe, Target
 from ...errors import UserError
 from ...protocol import Scored, asked, hold_out
 from ...task import Task, content_hash, read_json
-from ..common import check_dir, corpus_probes, seen_probes
+from ..common import corpus_probes, dev_ids, resolve_root, seen_probes, select_targets
 
 HERE = Path(__file__).parent
 SAMPLE_DIR = HERE / "sample"
@@ -72,14 +72,14 @@ class RWKU(Task):
     def load(self, data_dir: Path | None, targets: list[str] | None, limit: int | None,
              n_dev: int, forget_source: str | None = None) -> Benchmark:
         source = forget_source or FORGET_SOURCES[0]
-        root = Path(data_dir) if data_dir is not None else SAMPLE_DIR
-        check_dir(root, "RWKU's folder (the one holding Target/)")
+        root, data_source = resolve_root(data_dir, SAMPLE_DIR, "RWKU's folder (the one holding Target/)")
         tdir = root / "Target" if (root / "Target").is_dir() else root
         dirs = sorted((d.name for d in tdir.iterdir() if d.is_dir()), key=_target_id_key)
         if not dirs:
             raise UserError(f"no RWKU targets under {tdir}; expected Target/<id>_<Name>/ folders.")
-        chosen = self._choose(dirs, targets, limit)
-        dev = [d for d in reversed(dirs) if d not in chosen][:n_dev]
+        aliases = {**{d.split("_", 1)[0]: d for d in dirs}, **{d.split("_", 1)[-1]: d for d in dirs}}
+        chosen = select_targets(dirs, targets, limit, "RWKU", aliases=aliases)
+        dev = dev_ids(dirs, chosen, n_dev)
         read: list[Path] = []
         probes = {d: self._probes(tdir / d, read) for d in chosen + dev}
         utility, general = self._utility(tdir, dirs, read)
@@ -95,23 +95,8 @@ class RWKU(Task):
             seen_sets=("forget_fb",) if fb_request else (SEEN_SET,),
             request_source="the target's FB cloze probes" if fb_request else
             f"the target's forget corpus (description, then positive.json or passage.json; {REQUEST_WINDOWS} windows of {WINDOW_WORDS} words)",
-            source="bundled sample (fictional, written for r2f-bench)" if data_dir is None else str(root),
+            source=data_source,
             revision=content_hash(read)))
-
-    @staticmethod
-    def _choose(dirs: list[str], targets: list[str] | None, limit: int | None) -> list[str]:
-        if limit is not None and limit < 1:
-            raise UserError(f"--limit must be at least 1, got {limit}.")
-        if targets:
-            chosen = []
-            for t in targets:
-                hits = [d for d in dirs if d == t or d.split("_", 1)[0] == t
-                        or d.split("_", 1)[-1].replace("_", " ").lower() == t.replace("_", " ").lower()]
-                if not hits:
-                    raise UserError(f"unknown RWKU target {t!r}; use an id like '1' or a folder name like '1_Stephen_King'.")
-                chosen.append(hits[0])
-            return chosen[:limit] if limit else chosen
-        return dirs[: (limit or 3)]
 
     @staticmethod
     def _probes(d: Path, read: list[Path]) -> dict[str, list[Probe]]:

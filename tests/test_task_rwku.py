@@ -61,6 +61,9 @@ def test_errors_name_the_problem(tmp_path):
         RWKU().load(None, None, 0, 1)
     with pytest.raises(UserError, match="unknown RWKU target 'Nobody'"):
         RWKU().load(None, ["Nobody"], None, 1)
+    # a target by its number, its name or its folder name
+    chosen = RWKU().load(None, ["2", "orla vantree", "3_Tamsin_Quorve"], None, 0).targets
+    assert [t.id for t in chosen] == ["2_Bram_Ostelic", "1_Orla_Vantree", "3_Tamsin_Quorve"]
     from r2f_bench.tasks.rwku import SAMPLE_DIR
 
     broken = tmp_path / "rwku"
