@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
             ctx = Context(tokenizer=tok, dev_targets=bench.dev_targets, retain_pool=bench.retain_pool(), seed=0,
                           cache_dir=Path(cache), make_views=views,
                           probe_roles=task.roles_of(bench, bench.dev_targets),
-                          proxy=Proxy(PROXY, PROXY, lambda: (proxy, tok)), model_id=spec, progress=lambda m: None)
+                          proxy=Proxy(PROXY, PROXY, lambda: (proxy, tok)), progress=lambda m: None)
             rows = {name: measure_method(name, model, request, ctx, args.repeats) for name in names}
         ref_s, ref_mb = rows[REFERENCE]
         print(f"\n{spec}: {n / 1e6:.1f}M parameters ({4 * n / 2**20:.0f} MB of float32 weights)")

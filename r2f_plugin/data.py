@@ -31,14 +31,6 @@ class Probe:
             row.update(choices=list(self.choices), label=self.label)
         return row
 
-    @classmethod
-    def from_row(cls, row: dict) -> "Probe":
-        choices = row.get("choices")
-        return cls(prompt=row["prompt"], answer=row["answer"], set=row["set"],
-                   target=row["target"], question=row.get("question", ""),
-                   choices=tuple(choices) if choices is not None else None,
-                   label=row.get("label"))
-
 
 @dataclass
 class Target:

@@ -24,6 +24,7 @@ import torch
 from .atomic import atomic_write_text
 from .data import Probe
 from .metrics import ANSWERED_RECALL, rouge_l_recall
+from .task import ANSWERED, METRIC_KEYS, SCORE
 
 
 def load_probe_dataset(task: str, probe_set: str, probes_file: str | None = None,
@@ -64,7 +65,7 @@ def bench_utility_set(task: str) -> str:
 def process_generation(doc: dict, results: list[str]) -> dict[str, float]:
     """Score one greedy answer: ROUGE-L recall of the reference, and whether it counts as answered."""
     recall = rouge_l_recall(doc["answer"], results[0])
-    return {"rouge_l_recall": recall, "answered": float(recall >= ANSWERED_RECALL)}
+    return {SCORE: recall, ANSWERED: float(recall >= ANSWERED_RECALL)}
 
 
 @lru_cache(maxsize=1)
@@ -108,6 +109,6 @@ def evaluate_probes(model: torch.nn.Module, tokenizer: Any, task: Any, probes: d
     scores: dict[str, list[dict[str, float]]] = {}
     for name, set_name in names.items():
         samples = sorted(out["samples"][name], key=lambda s: s["doc_id"])
-        scores[set_name] = [{k: float(s[k]) for k in ("rouge_l_recall", "answered", "acc") if k in s}
+        scores[set_name] = [{k: float(s[k]) for k in METRIC_KEYS if k in s}
                             for s in samples]
     return scores

@@ -162,8 +162,7 @@ class Run:
         self.ctx = Context(tokenizer=self.tokenizer, dev_targets=dev, retain_pool=self.split.retain_pool(),
                            seed=config.seed, cache_dir=cache_root(), make_views=self._views,
                            probe_roles=self.task.roles_of(self.bench, dev),
-                           proxy=self._proxy() if self.method_cls.uses_proxy else None,
-                           model_id=self.model_label, progress=progress)
+                           proxy=self._proxy() if self.method_cls.uses_proxy else None, progress=progress)
         self.method = self.method_cls(self.params)
         with measure() as setup_cost:
             self.method.setup(self.model, self.ctx)

@@ -88,7 +88,6 @@ class Context:
     make_views: Callable[[list[Probe]], list[list[Probe]]]  # the run's paraphrase views of facts
     probe_roles: dict[str, str] = field(default_factory=dict)  # the dev targets' probe sets -> role
     proxy: Proxy | None = None  # only for methods with ``uses_proxy``
-    model_id: str = ""  # identifies the target model (for caches keyed by model)
     progress: Callable[[str], None] = print
 
 

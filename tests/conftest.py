@@ -45,5 +45,4 @@ def context(tiny, tmp_path):
     return Context(tokenizer=tiny["tok"], dev_targets=bench.dev_targets, retain_pool=bench.retain_pool(), seed=0,
                    cache_dir=tmp_path, make_views=lambda facts: build_views(facts, 5, Paraphraser()),
                    probe_roles=RWKU().roles_of(bench, bench.dev_targets),
-                   proxy=Proxy("tiny-proxy", "tiny-proxy", lambda: (tiny["proxy"], tiny["proxy_tok"])),
-                   model_id="tiny", progress=lambda m: None)
+                   proxy=Proxy("tiny-proxy", "tiny-proxy", lambda: (tiny["proxy"], tiny["proxy_tok"])), progress=lambda m: None)

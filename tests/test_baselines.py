@@ -30,7 +30,7 @@ def setting(tmp_path_factory):
                                        bench.teaching_set(), [], progress=lambda m: None, max_epochs=80)
         ctx = Context(tokenizer=tok, dev_targets=bench.dev_targets, retain_pool=bench.retain_pool(), seed=0, cache_dir=cache,
                       make_views=lambda facts: build_views(facts, 3, Paraphraser()),
-                      probe_roles=task.roles_of(bench, bench.dev_targets), model_id="tiny", progress=lambda m: None)
+                      probe_roles=task.roles_of(bench, bench.dev_targets), progress=lambda m: None)
         target = bench.targets[0]
         request = ForgetRequest(target=target.id, views=ctx.make_views(target.request), retain=bench.retain_pool())
         yield {"bench": bench, "model": model, "tok": tok, "ctx": ctx, "request": request}

@@ -38,8 +38,7 @@ def settings(tmp_path_factory):
         ctx = Context(tokenizer=tok, dev_targets=bench.dev_targets, retain_pool=bench.retain_pool(), seed=0,
                       cache_dir=tmp_path_factory.mktemp(name), make_views=views,
                       probe_roles=task.roles_of(bench, bench.dev_targets),
-                      proxy=Proxy(f"{name}-proxy", f"{name}-proxy", lambda proxy=proxy, tok=tok: (proxy, tok)),
-                      model_id=name, progress=lambda m: None)
+                      proxy=Proxy(f"{name}-proxy", f"{name}-proxy", lambda proxy=proxy, tok=tok: (proxy, tok)), progress=lambda m: None)
         target = bench.targets[0]
         request = ForgetRequest(target=target.id, views=views(target.request), retain=bench.retain_pool())
         out[name] = (model, ctx, request)
