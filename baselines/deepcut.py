@@ -28,7 +28,7 @@ Defaults:
 * ``tau = 0.1``: a standard InfoNCE temperature (SupCon, Khosla et al. 2020).
 * ``batch_size = 8``, ``accumulate = 4``: forget anchors and retain samples per
   micro-batch (the contrast is within a micro-batch), 4 micro-batches per step
-  (:class:`r2f_bench.training.BatchParams`).
+  (:class:`r2f_bench.optimise.BatchParams`).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ Risks in Language Models" (ACL 2023).
 
 The model is fine-tuned to *maximise* the negative log-likelihood of the sequences to
 forget, i.e. gradient descent on the negated answer NLL
-(:func:`r2f_bench.gradients.unlearning_loss`, ``ascent``), updating *all* parameters
+(:func:`r2f_bench.losses.unlearning_loss`, ``ascent``), updating *all* parameters
 with Adam. Jang et al. unlearn the target sequences with a small learning rate until
 their likelihood has dropped (extraction likelihood / memorisation accuracy below a
 threshold); a per-target stopping rule would be per-target tuning, so we run a fixed
@@ -20,7 +20,7 @@ tiny models and are the same for every target):
 * ``lr = 7e-4``: chosen by ``r2f-bench tune`` on RWKU's dev split (docs/tuning.md);
   Jang et al. use 5e-5 on GPT-Neo 125M-2.7B. Re-tune for real LLMs.
 * ``batch_size = 8``, ``accumulate = 4``: 32 facts per step (Jang et al. unlearn 32
-  sequences at once), in micro-batches of 8 (:class:`r2f_bench.training.BatchParams`).
+  sequences at once), in micro-batches of 8 (:class:`r2f_bench.optimise.BatchParams`).
 * AdamW with no weight decay (the paper's Adam), dropout off (model in eval mode).
 """
 

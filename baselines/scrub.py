@@ -12,7 +12,7 @@ unBound):
   the retain answers).
 
 For causal LMs the KL and the cross-entropy are token-level, over the answer tokens
-(:func:`r2f_bench.training.answer_kl`, :func:`r2f_bench.training.logits_nll`).
+(:func:`r2f_bench.losses.answer_kl`, :func:`r2f_bench.losses.logits_nll`).
 Forget data = all of the request's views (``request.views``); retain data = the
 request's retain facts (``request.retain``), the same for every method. An epoch is
 one pass over its data in steps of ``accumulate`` micro-batches of ``batch_size``.
@@ -32,7 +32,7 @@ Defaults:
   logits and do not transfer to token-level LM losses, so we weight both terms
   equally.
 * ``batch_size = 8``, ``accumulate = 4``: steps of 32 sequences in micro-batches of 8
-  (:class:`r2f_bench.training.BatchParams`). Optimiser: AdamW, no weight decay, all
+  (:class:`r2f_bench.optimise.BatchParams`). Optimiser: AdamW, no weight decay, all
   parameters.
 """
 

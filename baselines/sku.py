@@ -38,7 +38,7 @@ Defaults:
   tiny embedded models in 10 steps, so ``lr`` is chosen by ``r2f-bench tune`` on the
   dev split (``search_space``), the same for every target.
 * ``batch_size = 8``, ``accumulate = 4``: forget and retain sequences per micro-batch,
-  4 per step (the authors accumulate to 32; :class:`r2f_bench.training.BatchParams`).
+  4 per step (the authors accumulate to 32; :class:`r2f_bench.optimise.BatchParams`).
 """
 
 from __future__ import annotations

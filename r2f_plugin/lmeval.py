@@ -24,6 +24,7 @@ import torch
 from .atomic import atomic_write_text
 from .data import Probe
 from .metrics import ANSWERED_RECALL, rouge_l_recall
+from .plugins import registry
 from .task import ANSWERED, METRIC_KEYS, SCORE
 
 
@@ -37,8 +38,6 @@ def load_probe_dataset(task: str, probe_set: str, probes_file: str | None = None
         rows = [json.loads(line) for line in Path(probes_file).read_text().splitlines() if line.strip()]
         rows = [r for r in rows if r["set"] == probe_set]
     else:
-        from .plugins import registry
-
         if isinstance(targets, str):
             targets = [t for t in targets.split(",") if t]
         task_obj = registry().task(task)()
@@ -57,8 +56,6 @@ def load_probe_dataset(task: str, probe_set: str, probes_file: str | None = None
 
 
 def bench_utility_set(task: str) -> str:
-    from .plugins import registry
-
     return registry().task(task).utility_set
 
 

@@ -23,7 +23,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from .atomic import check_writable
+from .distributed import process_state
 from .errors import UserError
+from .plugins import registry as plugin_registry
 from .store import Store, job_key
 
 DEFAULT_RUNNER = "r2f_bench.runner"
@@ -94,9 +96,7 @@ def expand(names: Sequence[str], kind: str, registry: Any = None, check: bool = 
     if not check and "all" not in names:
         return list(dict.fromkeys(names))
     if registry is None:
-        from .plugins import registry as get_registry
-
-        registry = get_registry()
+        registry = plugin_registry()
     known = [info.name for info in registry.listing(kind)]
     if list(names) == ["all"]:
         if not known:
@@ -186,8 +186,6 @@ def execute(jobs: Sequence[Job], output: str, *, runner: Any = None,
     """
     runner = runner if runner is not None else load_runner()
     if process is None:
-        from .distributed import process_state
-
         state = process_state()
         process = (state.process_index, state.num_processes)
     index, count = process

@@ -2,9 +2,10 @@
 
 The paper trains "a decoder f_φ on a proxy model with MSE" and says nothing of its
 form. A network from LoRA-gradient space to full-gradient space cannot transfer to
-a target of another width, so (following our measurements, docs/decoder.md) the
-decoder is a closed-form reconstruction applied to the *target's own* LoRA factors
-and gradients, with a few scalars per layer role fitted on the proxy:
+a target of another width, so (following our measurements, summarised in
+docs/r2f.md) the decoder is a closed-form reconstruction applied to the *target's
+own* LoRA factors and gradients, with a few scalars per layer role fitted on the
+proxy:
 
 ``two_sided`` (default; uses ∇A, ∇B, A, B + proxy-fitted scalars)
     Ĝ = α · ∇B · inv_ρ(Bᵀ∇B) · ∇A / s, a two-sided sketch (generalised Nyström)
