@@ -20,28 +20,15 @@ from .store import canonical_json
 
 HIGHER_IS_BETTER = {"usr": True, "usr_seen": True, "gur": True, "locality": True, "rap": False, "mia": True,
                     "seconds": False, "peak_mem_mb": False}
-
-
 METRIC_TITLES = {"usr": "USR", "usr_seen": "USR seen", "gur": "GUR", "locality": "Locality", "rap": "RAP",
                  "mia": "MIA", "seconds": "Time (s)", "peak_mem_mb": "Peak mem (MB)"}
-
-
 DIGITS = {"usr": 1, "usr_seen": 1, "gur": 1, "locality": 1, "rap": 1, "mia": 3, "seconds": 2, "peak_mem_mb": 1}
-
-
 BOOTSTRAP_SAMPLES = 2000
-
-
 CONFIDENCE = 0.95
-
-
 TASK_ORDER = ("rwku", "wmdp", "muse", "waterdrum")
-
-
 Record = Mapping[str, Any]
 
 
-# -- aggregation --------------------------------------------------------------
 @dataclass(frozen=True)
 class Stat:
     """Mean of ``n`` values with its confidence interval [``lo``, ``hi``] (``None`` below two values)."""
@@ -141,7 +128,6 @@ def task_order(tasks: Iterable[str]) -> list[str]:
     return sorted(set(tasks), key=lambda t: (rank.get(t, len(rank)), t))
 
 
-# -- command line -------------------------------------------------------------
 def invalid(record: Record) -> str | None:
     """Why ``record`` cannot enter a table (``None``: it can)."""
     for name, kind in (("method", str), ("task", str), ("target", str), ("seed", int), ("config", dict)):

@@ -52,8 +52,6 @@ def answer_kl(logits: torch.Tensor, ref_logits: torch.Tensor, labels: torch.Tens
 
 
 LOSSES = ("ascent", "unlikelihood")
-
-
 # sequences per forward/backward pass when a gradient is computed (the R2F paper's
 # RWKU batch size); every method back-propagates in passes of this size, so their
 # peak memory compares methods, not batch sizes

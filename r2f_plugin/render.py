@@ -13,9 +13,6 @@ from .tables import Column, Table
 
 
 FORMATS = ("md", "latex", "csv", "html")
-
-
-# -- rendering ----------------------------------------------------------------
 AGGREGATION_NOTE = ("Cells: mean [95% bootstrap CI] over targets × seeds, n = records (target, seed); "
                     "best mean per column in bold.")
 

@@ -189,7 +189,7 @@ def execute(jobs: Sequence[Job], output: str, *, runner: Any = None,
         state = process_state()
         process = (state.process_index, state.num_processes)
     index, count = process
-    tag = _tag(process)
+    tag = process_tag(process)
 
     def say(msg: str) -> None:
         progress(tag + msg)
@@ -210,7 +210,7 @@ def execute(jobs: Sequence[Job], output: str, *, runner: Any = None,
     return report
 
 
-def _tag(process: tuple[int, int]) -> str:
+def process_tag(process: tuple[int, int]) -> str:
     return f"[process {process[0] + 1}/{process[1]}] " if process[1] > 1 else ""
 
 

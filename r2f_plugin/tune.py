@@ -67,8 +67,6 @@ def choose(rows: list[tuple[dict[str, str], dict[str, float | None]]], min_gur: 
     return best, f"no setting kept GUR ≥ {min_gur:g}; highest GUR"
 
 
-
-
 def render(method: str, task: str, rows: list, best: int, why: str) -> str:
     """A Markdown table of the search with the chosen row marked."""
     head = "| setting | " + " | ".join(m.upper() if m != "seconds" else "s/deletion" for m in METRICS) + " | targets |"

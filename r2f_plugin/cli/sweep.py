@@ -11,12 +11,11 @@ from typing import Any
 from ..distributed import process_state, release_process_group
 from ..errors import UserError
 from ..store import Store
-from ..sweep import (ABLATION_METHOD, ABLATIONS, DEFAULT_OUTPUT, DEFAULT_RUNNER, _tag, execute, expand, load_runner,
-                     parse_seeds, plan, shard, split_list)
+from ..sweep import (ABLATION_METHOD, ABLATIONS, DEFAULT_OUTPUT, DEFAULT_RUNNER, execute, expand, load_runner,
+                     parse_seeds, plan, process_tag, shard, split_list)
 from ..unlearner import parse_assignments
 
 
-# -- command line -------------------------------------------------------------
 def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--methods", default=None,
                    help=f"comma-separated methods, or `all` (default: all; {ABLATION_METHOD} with --ablation)")
@@ -77,7 +76,7 @@ def sweep_command(args: argparse.Namespace) -> None:
         report = execute(jobs, args.output, runner=runner, process=process, keep_going=args.keep_going)
     finally:
         release_process_group()
-    print(f"{_tag(process)}sweep: {report.assigned} of {report.planned} jobs here; {report.ran} targets run, "
+    print(f"{process_tag(process)}sweep: {report.assigned} of {report.planned} jobs here; {report.ran} targets run, "
            f"{report.skipped} already done; results in {Store(args.output).jobs}")
     if report.failed:
         raise UserError(f"{len(report.failed)} job(s) failed ({'; '.join(report.failed)}); fix and re-run the same command to resume.")
