@@ -15,14 +15,16 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Callable, Hashable, Iterable, Mapping, Sequence
 
+from .metrics import DEFINITIONS
 from .store import canonical_json
 
 
-HIGHER_IS_BETTER = {"usr": True, "usr_seen": True, "gur": True, "locality": True, "rap": False, "mia": True,
-                    "seconds": False, "peak_mem_mb": False}
-METRIC_TITLES = {"usr": "USR", "usr_seen": "USR seen", "gur": "GUR", "locality": "Locality", "rap": "RAP",
-                 "mia": "MIA", "seconds": "Time (s)", "peak_mem_mb": "Peak mem (MB)"}
-DIGITS = {"usr": 1, "usr_seen": 1, "gur": 1, "locality": 1, "rap": 1, "mia": 3, "seconds": 2, "peak_mem_mb": 1}
+HIGHER_IS_BETTER = {"usr": True, "usr_seen": True, "gur": True, "locality": True, "rap": False, "rap_control": True,
+                    "mia": True, "seconds": False, "peak_mem_mb": False}
+METRIC_TITLES = {m: DEFINITIONS[m][0] if DEFINITIONS[m][1] in ("%", "cosine") else f"{DEFINITIONS[m][0]} ({DEFINITIONS[m][1]})"
+                 for m in HIGHER_IS_BETTER}
+DIGITS = {"usr": 1, "usr_seen": 1, "gur": 1, "locality": 1, "rap": 1, "rap_control": 1, "mia": 3, "seconds": 2,
+          "peak_mem_mb": 1}
 BOOTSTRAP_SAMPLES = 2000
 CONFIDENCE = 0.95
 TASK_ORDER = ("rwku", "wmdp", "muse", "waterdrum")

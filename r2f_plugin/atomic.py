@@ -80,38 +80,6 @@ def write_fully(path: Path, data: bytes) -> None:
         os.close(fd)
 
 
-def append_line(path: Path, line: str) -> None:
-    """Append one line with a single write on an O_APPEND descriptor, then fsync.
-
-    POSIX appends of one ``write`` are not interleaved by concurrent writers, so
-    parallel processes may share one JSONL file. A write that fails or comes up short
-    (a full disk) is rolled back: the file is cut to its length before the append
-    and the error raised, so no partial line is ever left for the next one to fuse onto.
-    """
-    data = (line.rstrip("\n") + "\n").encode()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    except OSError as exc:
-        raise _as_user_error(exc, path) from None
-    try:
-        start = os.fstat(fd).st_size
-        try:
-            written = os.write(fd, data)
-            if written != len(data):
-                raise OSError(errno.ENOSPC, f"short write ({written} of {len(data)} bytes)")
-            os.fsync(fd)
-        except OSError as exc:
-            try:  # cut our partial line off, unless another process appended after it
-                if os.fstat(fd).st_size <= start + len(data):
-                    os.ftruncate(fd, start)
-            except OSError:
-                pass
-            raise _as_user_error(exc, path) from None
-    finally:
-        os.close(fd)
-
-
 def set_aside(path: Path, why: str, progress: Callable[[str], None]) -> None:
     """Move a cache entry that failed to load out of the way (``<name>.corrupt-<time>``),
     saying so once, so that it is rebuilt and never trusted again."""

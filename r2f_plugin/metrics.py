@@ -1,4 +1,9 @@
-"""The paper's metrics (USR, GUR, RAP, MIA), defined precisely.
+"""The paper's metrics (USR, GUR, RAP, MIA), defined precisely, and the one place
+their short definitions (:data:`DEFINITIONS`) live for tables and printed summaries.
+
+**Scale**: every share and score is a percentage (0-100), in records, tables and
+``official``/``set_scores`` alike; MIA is a cosine similarity (0-1); times are seconds
+and memory MB.
 
 Paper (Liu et al., "Recover-to-Forget", App. C) gives them in words; our exact
 definitions, used for every method and task:
@@ -17,9 +22,11 @@ definitions, used for every method and task:
 * **locality** (%, higher is better): the same ratio on the neighbour probes (facts
   next to the target that must stay);
 * **RAP** (relearning attack precision, %, lower is better): after a short
-  fine-tune of the unlearned model on paraphrased target data, the share of the
-  originally answered forget probes whose answer comes back (multiple choice:
-  above chance);
+  fine-tune of the unlearned model on paraphrased views of half the request's facts,
+  the share of the *forgotten* held-out probes (answered before, not after unlearning)
+  whose answer comes back (multiple choice: above chance). Its **control**
+  (``rap_control``) runs the same attack on the untouched model: the share of the known
+  held-out probes it still answers (100: the attack by itself destroys no recall);
 * **MIA** (model identity alignment, higher means closer to the original): mean
   cosine similarity of the next-token probability vectors of the untouched and
   unlearned models over every position of a fixed set of general prompts. (The
@@ -36,6 +43,27 @@ import torch
 import torch.nn.functional as F
 
 ANSWERED_RECALL = 0.5
+
+# metric -> (title, unit, definition): the words every table caption and summary legend uses
+DEFINITIONS: dict[str, tuple[str, str, str]] = {
+    "usr": ("USR", "%", "of the known held-out forget probes, the share no longer answered (the headline; higher is better)"),
+    "usr_seen": ("USR seen", "%", "the same on the request's own strings"),
+    "gur": ("GUR", "%", "general utility score after unlearning, as a share of before"),
+    "locality": ("Locality", "%", "neighbour-probe score after unlearning, as a share of before"),
+    "rap": ("RAP", "%", "of the forgotten held-out probes, the share a short relearning fine-tune brings back (lower is better)"),
+    "rap_control": ("RAP control", "%", "of the known held-out probes, the share the untouched model still answers after the same fine-tune"),
+    "mia": ("MIA", "cosine", "similarity of next-token distributions to the untouched model (higher is closer)"),
+    "seconds": ("Time", "s", "wall time of one deletion (unlearning only)"),
+    "peak_mem_mb": ("Peak mem", "MB", "peak memory above the loaded model during one deletion"),
+    "grad_cosine": ("Grad cosine", "cosine", "decoded vs exact full gradient of the request (R2F's diagnostic)"),
+}
+ANSWERED_NOTE = (f"A probe is answered when the ROUGE-L recall of its reference in the greedy answer is at least "
+                 f"{ANSWERED_RECALL} (multiple choice: the correct choice is the most likely).")
+
+
+def legend(metrics: Sequence[str]) -> list[str]:
+    """One line per metric: title (unit): definition."""
+    return [f"{DEFINITIONS[m][0]} ({DEFINITIONS[m][1]}): {DEFINITIONS[m][2]}" for m in metrics if m in DEFINITIONS]
 
 
 @lru_cache(maxsize=1)
@@ -73,10 +101,22 @@ def usr(before: Sequence[bool], after: Sequence[bool], chance: float = 0.0) -> f
     return min(100.0, 100.0 * sum(not a for a in known) / len(known) / (1.0 - chance))
 
 
-def recovery(before: Sequence[bool], after: Sequence[bool], chance: float = 0.0) -> float | None:
-    """% of probes answered before that are answered again (RAP, after relearning),
-    with ``chance`` (see :func:`usr`) as the floor: guessing alone scores 0."""
-    known = [a for b, a in zip(before, after) if b]
+def recovery(before: Sequence[bool], after: Sequence[bool], attacked: Sequence[bool],
+             chance: float = 0.0) -> float | None:
+    """RAP: % of the *forgotten* probes (answered before, not after unlearning) that the
+    relearning attack brings back, with ``chance`` (see :func:`usr`) as the floor:
+    guessing alone scores 0. ``None`` if nothing was forgotten."""
+    forgotten = [c for b, a, c in zip(before, after, attacked) if b and not a]
+    if not forgotten:
+        return None
+    return max(0.0, (100.0 * sum(forgotten) / len(forgotten) - 100.0 * chance) / (1.0 - chance))
+
+
+def kept(before: Sequence[bool], attacked: Sequence[bool], chance: float = 0.0) -> float | None:
+    """RAP's control: % of the probes answered before that the untouched model still
+    answers after the same attack (100: the attack itself destroys no recall), with
+    ``chance`` as the floor. ``None`` if none was answered before."""
+    known = [c for b, c in zip(before, attacked) if b]
     if not known:
         return None
     return max(0.0, (100.0 * sum(known) / len(known) - 100.0 * chance) / (1.0 - chance))

@@ -24,13 +24,13 @@ from typing import Any, Callable
 import torch
 
 from . import __version__, protocol
-from .atomic import append_line, atomic_dir, atomic_write_text, check_writable, set_aside
+from .atomic import atomic_dir, atomic_write_text, check_writable, set_aside
 from .cost import measure
 from .data import Benchmark, ForgetRequest, Probe, Target
 from .distributed import cpu_threads, process_state, single_process_eval
 from .errors import UserError
 from .lmeval import evaluate_probes
-from .metrics import identity_alignment, mean, pooled, recovery, retention, usr
+from .metrics import identity_alignment, kept, mean, pooled, recovery, retention, usr
 from .models import (DEFAULT_PROXY, DEFAULT_TARGET, EmbeddedSpec, cache_root, check_model_path,
                                embedded_key, embedded_model, hf_model)
 from .plugins import registry
@@ -112,8 +112,8 @@ class Run:
             raise UserError(f"task {config.task!r} has no forget source {config.forget_source!r}; choices: {choices}.")
         if config.forget_source is None and self.task.forget_sources:  # one store key for the same work
             config.forget_source = self.task.forget_sources[0]
-        self.bench = self.task.load(self.task.locate(config.data_dir), config.targets, config.limit, config.dev_targets,
-                                    config.forget_source)
+        self.source = self.task.locate(config.data_dir)
+        self.bench = self.task.load(self.source, config.targets, config.limit, config.dev_targets, config.forget_source)
         protocol.check(self.bench, config.task)
         self.split = self._split(self.bench, config.split)
         self.targets: list[Target] = []
@@ -129,6 +129,7 @@ class Run:
         progress(f"{config.task}: {len(self.bench.targets)} evaluation targets, {len(self.bench.dev_targets)} dev targets "
                  f"from {self.bench.source} (revision {self.bench.revision}); running the {config.split} split")
         self._prepared = False
+        self._taught: tuple[list[Probe], list[str]] | None = None
 
     @staticmethod
     def _split(bench: Benchmark, split: str) -> Benchmark:
@@ -181,9 +182,9 @@ class Run:
         """(model, tokenizer, label, build info) for an embedded spec, hub name or path."""
         es = self._embedded(spec, default)
         if es is not None:
-            facts = self.bench.teaching_set()
-            model, tok, info = embedded_model(es, facts, self.bench.general_prompts, progress=self.progress,
-                                              device=self.device, seed=self.config.seed)
+            facts, prompts = self.knowledge()
+            model, tok, info = embedded_model(es, facts, prompts, progress=self.progress, device=self.device,
+                                              seed=self.config.seed)
             label = (f"{info['label']} (embedded demo model, taught {info['facts']} facts to answer-token "
                      f"accuracy {info['taught_token_accuracy']:.3f})")
             return model, tok, label, info
@@ -200,8 +201,24 @@ class Run:
             label = key = spec
         else:
             label = es.label
-            key = f"{es.label}@{embedded_key(es, self.bench.teaching_set(), self.bench.general_prompts, seed=self.config.seed)}"
+            key = f"{es.label}@{embedded_key(es, *self.knowledge(), seed=self.config.seed)}"
         return Proxy(label, key, lambda: self._build(spec, DEFAULT_PROXY)[:2])
+
+    def knowledge(self) -> tuple[list[Probe], list[str]]:
+        """What an embedded model is taught, and the prompts its tokenizer sees: every
+        target of the data set under every kind of request the task offers, with its
+        utility set. It depends on the data and nothing else (never on --limit, --targets,
+        --dev-targets or --forget-source), so every run on the same data and seed shares
+        one cached model and scores a target the same way."""
+        if self._taught is None:
+            facts: dict[tuple[str, str], Probe] = {}
+            prompts: list[str] = []
+            for source in self.task.forget_sources or (None,):
+                everything = self.task.load(self.source, ["all"], None, 0, source)
+                facts.update({(p.prompt, p.answer): p for p in everything.teaching_set()})
+                prompts += [g for g in everything.general_prompts if g not in prompts]
+            self._taught = (list(facts.values()), prompts)
+        return self._taught
 
     def _views(self, facts: list[Probe]) -> list[list[Probe]]:
         return build_views(facts, self.config.views, self.paraphraser, self.config.seed)
@@ -279,18 +296,40 @@ class Run:
         atomic_write_text(path, json.dumps(result))
         return result
 
-    def _relearn(self, model: torch.nn.Module, request: ForgetRequest) -> torch.nn.Module:
-        """RAP's attack: fine-tune a copy on paraphrased views of half the facts."""
-        attacked = copy.deepcopy(model)
+    def _attack_data(self, request: ForgetRequest) -> list[Probe]:
+        """RAP's relearning data: paraphrased views of half the request's facts."""
         paraphrased = [p for view in request.views[1:] for p in view] or list(request.facts)
         rng = random.Random(self.config.seed)
         keep = {p.answer for p in rng.sample(list(request.facts), max(1, len(request.facts) // 2))}
-        data = [p for p in paraphrased if p.answer in keep]
+        return [p for p in paraphrased if p.answer in keep]
+
+    def _attacked(self, model: torch.nn.Module, data: list[Probe]) -> torch.nn.Module:
+        """RAP's attack: a copy of ``model`` fine-tuned for ``rap_steps`` steps on ``data``."""
+        attacked = copy.deepcopy(model)
         for p in attacked.parameters():
             p.requires_grad_(True)
         finetune(attacked, self.tokenizer, data, epochs=10**6, lr=self.config.rap_lr, batch_size=16,
                  max_steps=self.config.rap_steps, seed=self.config.seed)
         return attacked
+
+    def _control(self, target: Target, data: list[Probe]) -> dict[str, list[dict]]:
+        """RAP's control: the forget-set scores of the *untouched* model after the same
+        attack, cached beside its plain scores (a corrupt entry is rebuilt)."""
+        attack = [(p.prompt, p.answer) for p in data]
+        key = hashlib.sha256(json.dumps([self.untouched_path(target).stem, attack, self.config.rap_steps,
+                                         self.config.rap_lr]).encode()).hexdigest()[:16]
+        path = cache_root() / "evals" / f"{self.config.task}-attack-{key}.json"
+        if path.exists():
+            try:
+                cached = json.loads(path.read_text())
+                if isinstance(cached, dict):
+                    return cached
+                raise ValueError("not an evaluation record")
+            except (OSError, ValueError) as exc:
+                set_aside(path, type(exc).__name__, self.progress)
+        scores = self._evaluate(self._attacked(self.model, data), target, forget_only=True)
+        atomic_write_text(path, json.dumps(scores))
+        return scores
 
     def run_target(self, target: Target) -> dict[str, Any]:
         """Unlearn one target and return its result record."""
@@ -318,9 +357,11 @@ class Run:
             info["sequence_step"] = self.targets.index(target) + 1
         if self.config.save_model:
             self._save(edit, target)
-        relearned = self._evaluate(self._relearn(edit.model, request), target, forget_only=True)
+        attack = self._attack_data(request)
+        relearned = self._evaluate(self._attacked(edit.model, attack), target, forget_only=True)
+        control = self._control(target, attack)
         extra_after = self.task.extra_scores(edit.model, self.tokenizer, self.bench, target)
-        return self._record(target, request, before, after, relearned, extra_after, cost, info,
+        return self._record(target, request, before, after, relearned, control, extra_after, cost, info,
                             identity_alignment(self.model, edit.model, self.tokenizer, self.bench.general_prompts),
                             time.time() - t0)
 
@@ -348,38 +389,42 @@ class Run:
         """The record of a deletion that destroyed the model: a failure, never a score."""
         return json_safe({"method": self.config.method, "task": self.config.task, "target": target.id,
                           "seed": self.config.seed, "status": "diverged",
-                          **{m: None for m in ("usr", "usr_seen", "gur", "locality", "rap", "mia")},
+                          **{m: None for m in ("usr", "usr_seen", "gur", "locality", "rap", "rap_control", "mia")},
                           "seconds": cost.seconds, "peak_mem_mb": cost.peak_mem_mb, "info": info,
                           **self._provenance(request, wall)})
 
-    def _record(self, target, request, before, after, relearned, extra_after, cost, info, mia, wall) -> dict:
+    def _record(self, target, request, before, after, relearned, control, extra_after, cost, info, mia, wall) -> dict:
+        """The result record; every share is a percentage (0-100), MIA a cosine."""
         roles, chance = self.roles(target), self.task.chance
         answered = lambda scores, s: [bool(x.get(ANSWERED, x.get(ACC, 0.0))) for x in scores.get(s, [])]
-        score = lambda rows: mean([r.get(SCORE, r.get(ACC, 0.0)) for r in rows])
-        b_scores, util = before["scores"], self.task.utility_set
-        known = {s: sum(answered(b_scores, s)) for s in roles["held_out"] + roles["seen"]}
+        score = lambda rows: 100.0 * mean([r.get(SCORE, r.get(ACC, 0.0)) for r in rows])
+        b_scores, util, held_out = before["scores"], self.task.utility_set, roles[HELD_OUT]
+        known = {s: sum(answered(b_scores, s)) for s in held_out + roles[SEEN]}
+        forgotten = {s: sum(b and not a for b, a in zip(answered(b_scores, s), answered(after, s))) for s in held_out}
 
-        def rate(f, sets: list[str], scores) -> dict[str, float | None]:
-            return {s: f(answered(b_scores, s), answered(scores, s), chance(s)) for s in sets}
+        def rate(f, sets: list[str], *scores) -> dict[str, float | None]:
+            return {s: f(answered(b_scores, s), *(answered(x, s) for x in scores), chance(s)) for s in sets}
 
-        by_level = rate(usr, roles["held_out"], after)
-        locality = [p for s in roles["locality"] for p in b_scores.get(s, [])]
-        locality_after = [p for s in roles["locality"] for p in after.get(s, [])]
+        by_level = rate(usr, held_out, after)
+        locality = [p for s in roles[LOCALITY] for p in b_scores.get(s, [])]
+        locality_after = [p for s in roles[LOCALITY] for p in after.get(s, [])]
         set_before = {s: score(rows) for s, rows in b_scores.items()}
         set_after = {s: score(rows) for s, rows in after.items()}
         record = {
             "method": self.config.method, "task": self.config.task, "target": target.id, "seed": self.config.seed,
             "status": "ok",
             "usr": pooled(by_level, known),
-            "usr_seen": pooled(rate(usr, roles["seen"], after), known),
+            "usr_seen": pooled(rate(usr, roles[SEEN], after), known),
             "usr_by_level": by_level,
             "gur": retention(set_before[util], set_after[util]),
             "locality": retention(score(locality), score(locality_after)) if locality else None,
-            "rap": pooled(rate(recovery, roles["held_out"], relearned), known),
+            "rap": pooled(rate(recovery, held_out, after, relearned), forgotten),
+            "rap_control": pooled(rate(kept, held_out, control), known),
             "mia": mia,
             "seconds": cost.seconds, "peak_mem_mb": cost.peak_mem_mb,
-            "known_forget_probes": sum(known[s] for s in roles["held_out"]),
-            "forget_probes": sum(len(b_scores.get(s, [])) for s in roles["held_out"]),
+            "known_forget_probes": sum(known[s] for s in held_out),
+            "forgotten_forget_probes": sum(forgotten.values()),
+            "forget_probes": sum(len(b_scores.get(s, [])) for s in held_out),
             "n": {"utility": len(self.bench.utility), "mia_prompts": len(self.bench.general_prompts),
                   "locality": len(locality), "request": len(request.facts), "retain": len(request.retain)},
             "roles": roles,
@@ -391,14 +436,3 @@ class Run:
         }
         record.update({column: info.get(column) for column in self.method_cls.result_columns})
         return json_safe(record)
-
-
-def run(config: RunConfig, progress: Callable[[str], None] = print) -> list[dict[str, Any]]:
-    """Run every target of ``config`` and append each record to ``<output>/results.jsonl``."""
-    r = Run(config, progress)
-    records = []
-    for target in r.targets:
-        record = r.run_target(target)
-        append_line(Path(config.output) / "results.jsonl", json.dumps(record, allow_nan=False))
-        records.append(record)
-    return records

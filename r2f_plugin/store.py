@@ -3,21 +3,22 @@
 Layout under an output directory::
 
     <output>/jobs/<key>.json   one finished (config, target) result; the truth
-    <output>/results.jsonl     the same records, one line each, as they finish (a log)
+    <output>/results.jsonl     an export: every record, one line each, in key order,
+                               rewritten (atomically) when a run or sweep ends
 
 A job's key is the SHA-256 of the canonical JSON of everything that determines its
 result: the full run configuration (less ``output`` and ``save_model``, which only
 say where things are written), the method's resolved hyper-parameters (defaults
 included), the target id, the data revision and the plugin and library versions. A
 changed hyper-parameter or default, seed, model, data file or plugin release therefore
-gives a new key and a fresh run; an unchanged one is found done and skipped.
+gives a new key and a fresh run; an unchanged one is found done and skipped by a
+sweep, and replaced by a plain run (``r2f-bench --method ... --task ...``), which
+writes the same store.
 
 Concurrency: every file is written beside its final name and renamed into place,
 so readers never see half a record, and processes writing distinct keys never
 touch the same file. Two processes that finish the same key both rename a complete
-file onto it; either one is a valid result (idempotent). The log is appended with
-a single ``O_APPEND`` write per line; it may repeat a key that ran twice, the
-per-job files never do.
+file onto it; either one is a valid result (idempotent).
 """
 
 from __future__ import annotations
@@ -33,11 +34,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from .atomic import append_line, atomic_write_text
+from .atomic import atomic_write_text
 
 JOBS_DIR = "jobs"
 LOCKS_DIR = "locks"
-LOG_FILE = "results.jsonl"
+EXPORT_FILE = "results.jsonl"
 WHERE_FIELDS = ("output", "save_model", "threads")  # say where or how fast things run, not what is computed
 
 
@@ -86,7 +87,7 @@ class Store:
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root)
         self.jobs = self.root / JOBS_DIR
-        self.log = self.root / LOG_FILE
+        self.export_path = self.root / EXPORT_FILE
 
     def path(self, key: str) -> Path:
         if not _is_key(key):
@@ -101,16 +102,18 @@ class Store:
         return self.get(key) is not None
 
     def put(self, key: str, record: Mapping[str, Any]) -> dict[str, Any]:
-        """Write ``record`` under ``key`` atomically (and durably), then log it.
-
-        The stored record carries its ``key``; it is returned.
-        """
+        """Write ``record`` under ``key`` atomically (and durably), replacing any record
+        stored there. The stored record carries its ``key``; it is returned."""
         stored = json_safe({**record, "key": key})
         text = json.dumps(stored, indent=1, sort_keys=True, default=str, allow_nan=False) + "\n"
         atomic_write_text(self.path(key), text)
         _fsync_dir(self.jobs)
-        append_line(self.log, canonical_json(stored))
         return stored
+
+    def export(self) -> Path:
+        """Rewrite ``results.jsonl`` atomically: every readable record, one line each, in key order."""
+        atomic_write_text(self.export_path, "".join(canonical_json(r) + "\n" for r in self.records()))
+        return self.export_path
 
     @contextmanager
     def claim(self, key: str) -> Iterator[bool]:

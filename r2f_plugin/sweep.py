@@ -175,9 +175,11 @@ def load_runner(spec: str = DEFAULT_RUNNER) -> Any:
 
 
 def execute(jobs: Sequence[Job], output: str, *, runner: Any = None,
-            process: tuple[int, int] | None = None, keep_going: bool = False,
+            process: tuple[int, int] | None = None, keep_going: bool = False, replace: bool = False,
             progress: Progress = _progress) -> SweepReport:
-    """Run this process's share of ``jobs``, skipping finished targets and storing each new one at once.
+    """Run this process's share of ``jobs``, skipping finished targets (``replace``: running
+    them again and replacing their records) and storing each new one at once; then
+    export the store to ``results.jsonl``.
 
     ``runner`` provides ``RunConfig(**fields)`` and ``Run(config, progress=...)``
     (default: :mod:`r2f_bench.runner`). ``process`` is (index, count); by default
@@ -198,15 +200,20 @@ def execute(jobs: Sequence[Job], output: str, *, runner: Any = None,
     check_writable(store.root)
     mine = shard(jobs, index, count)
     report = SweepReport(planned=len(jobs), assigned=len(mine))
-    for n, job in enumerate(mine, 1):
-        say(f"job {n}/{len(mine)}: {job.label}")
-        try:
-            _run_job(job, runner, store, report, say)
-        except Exception as exc:  # noqa: BLE001 - reported, then re-raised unless keep_going
-            if not keep_going:
-                raise
-            report.failed.append(f"{job.label}: {type(exc).__name__}: {exc}")
-            say(f"job failed: {job.label}\n{traceback.format_exc()}")
+    try:
+        for n, job in enumerate(mine, 1):
+            if len(mine) > 1:
+                say(f"job {n}/{len(mine)}: {job.label}")
+            try:
+                _run_job(job, runner, store, report, say, replace)
+            except Exception as exc:  # noqa: BLE001 - reported, then re-raised unless keep_going
+                if not keep_going:
+                    raise
+                report.failed.append(f"{job.label}: {type(exc).__name__}: {exc}")
+                say(f"job failed: {job.label}\n{traceback.format_exc()}")
+    finally:
+        if store.jobs.is_dir():
+            store.export()
     return report
 
 
@@ -214,7 +221,7 @@ def process_tag(process: tuple[int, int]) -> str:
     return f"[process {process[0] + 1}/{process[1]}] " if process[1] > 1 else ""
 
 
-def _run_job(job: Job, runner: Any, store: Store, report: SweepReport, say: Progress) -> None:
+def _run_job(job: Job, runner: Any, store: Store, report: SweepReport, say: Progress, replace: bool) -> None:
     config = runner.RunConfig(**job.fields)
     run = runner.Run(config, progress=say)
     identity = config.to_dict()
@@ -222,12 +229,12 @@ def _run_job(job: Job, runner: Any, store: Store, report: SweepReport, say: Prog
     for target in run.targets:
         key = job_key(identity, target.id, revision, versions, params)
         report.keys.append(key)
-        if store.done(key):
+        if store.done(key) and not replace:
             report.skipped += 1
             say(f"  {target.id}: already done ({key[:12]})")
             continue
         with store.claim(key) as mine:
-            if not mine or store.done(key):
+            if not mine or (store.done(key) and not replace):
                 report.skipped += 1
                 say(f"  {target.id}: {'running in another process' if not mine else 'already done'} ({key[:12]})")
                 continue

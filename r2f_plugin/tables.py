@@ -26,6 +26,7 @@ from typing import Callable, Iterable, Sequence
 
 from .aggregate import (DIGITS, HIGHER_IS_BETTER, METRIC_TITLES, Record, Stat, aggregate, setting, setting_label,
                         task_order, varying)
+from .metrics import ANSWERED_NOTE, legend
 from .store import canonical_json
 
 
@@ -115,8 +116,10 @@ def method_rows(records: Sequence[Record]) -> tuple[list[str], Callable[[Record]
     return sorted(methods), label
 
 
-def metric_table(records: Sequence[Record], metrics: Sequence[str], name: str, title: str, note: str) -> Table:
-    """Methods as rows; for each dataset, one column per metric."""
+def metric_table(records: Sequence[Record], metrics: Sequence[str], name: str, title: str, note: str = "") -> Table:
+    """Methods as rows; for each dataset, one column per metric. The note starts with the
+    metrics' definitions (:data:`r2f_bench.metrics.DEFINITIONS`)."""
+    note = " ".join([f"{line}." for line in legend(metrics)] + ([note] if note else []))
     labels, label = method_rows(records)
     tasks = task_order(r.get("task") for r in records)
     columns = [Column(f"{t}.{m}", METRIC_TITLES[m], t, HIGHER_IS_BETTER[m], DIGITS[m]) for t in tasks for m in metrics]
@@ -143,8 +146,7 @@ def level_table(records: Sequence[Record]) -> Table:
 
 def cost_table(records: Sequence[Record]) -> Table:
     """Per-deletion time and peak memory per dataset, with ratios to FullGrad when it was run."""
-    table = metric_table(records, ("seconds", "peak_mem_mb"), "cost", "Per-deletion time and memory",
-                         "Wall time and peak extra memory of one deletion (unlearning only).")
+    table = metric_table(records, ("seconds", "peak_mem_mb"), "cost", "Per-deletion time and memory")
     ref = next((i for i, (lab, _) in enumerate(table.rows) if lab == REFERENCE_METHOD), None)
     if ref is None:
         ref = next((i for i, (lab, _) in enumerate(table.rows) if lab.startswith(REFERENCE_METHOD + " [")), None)
@@ -210,16 +212,11 @@ def build_tables(records: Sequence[Record]) -> list[Table]:
         return []
     tables = [
         metric_table(records, ("usr", "usr_seen", "gur", "locality"), "table1",
-                     "Unlearning success and utility retention (Table 1)",
-                     "USR: % of known held-out forget probes no longer answered (the headline); USR seen: the same "
-                     "on the request's own strings; GUR: % of general utility kept; Locality: % of neighbour "
-                     "knowledge kept."),
+                     "Unlearning success and utility retention (Table 1)", ANSWERED_NOTE),
         level_table(records),
-        metric_table(records, ("rap",), "rap", "Relearning attack (RAP)",
-                     "% of known held-out forget probes answered after a short relearning fine-tune; lower is better."),
+        metric_table(records, ("rap", "rap_control"), "rap", "Relearning attack (RAP)"),
         metric_table(records, ("mia",), "mia", "Model identity alignment (MIA)",
-                     "Cosine similarity of next-token distributions to the untouched model; "
-                     "higher is closer (the paper's Table 3 marks it lower-is-better)."),
+                     "The paper's Table 3 marks MIA lower-is-better; we report the similarity."),
         cost_table(records),
     ]
     tables += transfer_tables(records)

@@ -14,7 +14,6 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Callable
 
-from r2f_bench.atomic import append_line
 from r2f_bench.runner import RunConfig  # the real configuration: the fake differs only in what it computes
 
 __all__ = ["RunConfig", "Run"]
@@ -47,7 +46,8 @@ class Run:
                 "target": target.id, "rank": int(os.environ.get("RANK", "0")), "pid": os.getpid()}
         CALLS.append(call)
         if os.environ.get("R2F_FAKE_LOG"):
-            append_line(Path(os.environ["R2F_FAKE_LOG"]), json.dumps(call))
+            with open(os.environ["R2F_FAKE_LOG"], "a") as log:  # one write per line: processes never interleave
+                log.write(json.dumps(call) + "\n")
         u = int(hashlib.sha256(json.dumps([call["label"], target.id]).encode()).hexdigest(), 16)
         return {"method": c.method, "task": c.task, "target": target.id, "seed": c.seed,
                 "usr": float(u % 100), "gur": float(u // 100 % 100), "rap": float(u // 10**4 % 100),

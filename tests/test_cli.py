@@ -12,20 +12,39 @@ from r2f_bench.cli import main
 TINY = ["--model", "embedded:mistral-h64-l2", "--proxy", "embedded:mistral-h32-l2", "--views", "3"]
 
 
-def test_end_to_end_run_writes_records(tmp_path, capsys):
+def test_end_to_end_run_writes_the_store_that_table_reads(tmp_path, capsys):
     out = tmp_path / "out"
-    assert main(["--method", "r2f", "--task", "rwku", "--limit", "1", "--output", str(out), "--threads", "1", *TINY]) == 0
+    argv = ["--method", "r2f", "--task", "rwku", "--limit", "1", "--output", str(out), "--threads", "1", *TINY]
+    assert main(argv) == 0
     records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
-    assert len(records) == 1
+    assert len(records) == 1 and len(list((out / "jobs").glob("*.json"))) == 1
     r = records[0]
-    for key in ("method", "task", "target", "seed", "usr", "gur", "rap", "mia", "seconds", "peak_mem_mb",
-                "grad_cosine", "official", "config", "versions", "views", "models", "data_revision"):
+    for key in ("method", "task", "target", "seed", "usr", "gur", "rap", "rap_control", "mia", "seconds",
+                "peak_mem_mb", "grad_cosine", "official", "config", "versions", "views", "models", "data_revision"):
         assert key in r, key
-    assert r["official"]["before"]["forget_fb"] > 0.5  # the embedded model was taught the facts
+    assert r["official"]["before"]["forget_fb"] > 50  # percent: the embedded model was taught the facts
     assert "embedded demo model" in r["models"]["target"]
     assert r["versions"]["method:r2f"].startswith("r2f-bench==")
     assert len(r["views"]) == 3 and r["threads"] == 1
-    assert "usr" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "usr" in printed and "USR (%):" in printed and "MIA (cosine):" in printed  # the legend
+    # the same run again replaces its record; the table reads the plain run's store
+    assert main(argv) == 0
+    assert len((out / "results.jsonl").read_text().splitlines()) == 1 and len(list((out / "jobs").iterdir())) == 1
+    assert not [p for p in out.iterdir() if p.name.startswith(".work")]  # work folders removed
+    assert main(["table", "--output", str(out)]) == 0
+    assert "1 records in the tables" in capsys.readouterr().out
+
+
+def test_the_demo_model_does_not_depend_on_limit_or_targets():
+    """Every subset of the data teaches the same facts, so shares one cached model."""
+    from r2f_bench.runner import Run, RunConfig
+
+    knows = lambda **kw: Run(RunConfig(method="fullgrad", task="rwku", **kw), progress=lambda m: None).knowledge()
+    facts, prompts = knows(limit=1)
+    assert (facts, prompts) == knows(targets=["3"], dev_targets=0) == knows(limit=2, forget_source="probes")
+    assert {p.target for p in facts if p.target} == {f"{i}_{n}" for i, n in enumerate(
+        ["Orla_Vantree", "Bram_Ostelic", "Tamsin_Quorve", "Caddo_Renwyck", "Liesel_Draymoor"], 1)}
 
 
 def test_listings_json(capsys):

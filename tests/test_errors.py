@@ -3,6 +3,7 @@ faults (full disk, diverged edits, corrupt caches, broken plugins) lose and fake
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -122,18 +123,29 @@ def test_corrupt_model_weights_under_model_are_one_line(tmp_path, capsys):
                                       r"pass a causal LM as a local directory", err[0])
 
 
-def test_full_disk_append_rolls_back(tmp_path, monkeypatch):
-    """A short write (the disk filled up) leaves the file exactly as it was and says so."""
+def test_full_disk_export_leaves_the_old_file(tmp_path, monkeypatch):
+    """A short write (the disk filled up) leaves results.jsonl exactly as it was, no temporary
+    file behind, and says so in one line."""
     from r2f_bench import atomic
+    from r2f_bench.store import Store
 
-    log = tmp_path / "results.jsonl"
-    atomic.append_line(log, json.dumps({"target": "1"}))
-    before = log.read_bytes()
-    real_write = os.write
-    monkeypatch.setattr(atomic.os, "write", lambda fd, data: real_write(fd, data[:7]))
+    store = Store(tmp_path)
+    store.put("a" * 64, {"target": "1"})
+    before = store.export().read_bytes()
+    store.put("b" * 64, {"target": "2", "usr": 50.0})
+    real_write, calls = os.write, []
+
+    def fills_up(fd, data):  # the first write lands 7 bytes, the next finds the disk full
+        calls.append(fd)
+        if len(calls) > 1:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write(fd, bytes(data[:7]))
+
+    monkeypatch.setattr(atomic.os, "write", fills_up)
     with pytest.raises(UserError, match=r"^disk full while writing .*results.jsonl; free space"):
-        atomic.append_line(log, json.dumps({"target": "2", "usr": 50.0}))
-    assert log.read_bytes() == before and len(before) == 16
+        store.export()
+    assert store.export_path.read_bytes() == before and before.count(b"\n") == 1
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
 
 
 def test_strict_json_never_writes_nan(tmp_path):

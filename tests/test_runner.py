@@ -77,10 +77,10 @@ def test_saved_checkpoint_is_evaluated_by_the_lm_eval_command(tmp_path, capsys):
     assert out.returncode == 0, out.stderr[-2000:]
     assert "rwku_forget_fb" in out.stdout
     results = json.loads(next((tmp_path / "lm_eval").rglob("results_*.json")).read_text())["results"]
-    # the same numbers the run recorded for the unlearned model
+    # the same numbers the run recorded for the unlearned model (records are in percent)
     after = record["set_scores"]["after"]
-    assert results["rwku_forget_fb"]["rouge_l_recall,none"] == pytest.approx(after["forget_fb"], abs=1e-3)
-    assert results["rwku_neighbor_qa"]["rouge_l_recall,none"] == pytest.approx(after["neighbor_qa"], abs=1e-3)
+    assert 100 * results["rwku_forget_fb"]["rouge_l_recall,none"] == pytest.approx(after["forget_fb"], abs=0.1)
+    assert 100 * results["rwku_neighbor_qa"]["rouge_l_recall,none"] == pytest.approx(after["neighbor_qa"], abs=0.1)
 
 
 def test_inference_time_method_refuses_to_save_a_checkpoint(tmp_path, capsys):

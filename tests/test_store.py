@@ -30,7 +30,7 @@ def test_key_changes_with_anything_that_determines_the_result(change):
         job_key(CONFIG, "t1", "rev", VERSIONS)
 
 
-def test_put_get_records_and_log(tmp_path):
+def test_put_get_records_and_export(tmp_path):
     store = Store(tmp_path)
     record = {"method": "r2f", "task": "rwku", "target": "t1", "seed": 0, "usr": 50.0, "config": CONFIG,
               "data_revision": "rev", "versions": VERSIONS}
@@ -41,7 +41,7 @@ def test_put_get_records_and_log(tmp_path):
     assert [r["usr"] for r in store.records()] == [50.0]
     store.put(key, record)  # same key again: idempotent
     assert len(store) == 1 and record_key(store.get(key)) == key
-    assert [json.loads(line)["key"] for line in store.log.read_text().splitlines()] == [key, key]
+    assert [json.loads(line)["key"] for line in store.export().read_text().splitlines()] == [key]
     assert not list(store.jobs.glob(".*"))  # no temporary files left
 
 
@@ -76,6 +76,6 @@ def test_concurrent_processes_never_corrupt(tmp_path):
     records = list(store.records())
     assert len(records) == 3 * 25 + 25
     assert all(len(r["pad"]) == 5000 for r in records)
-    lines = store.log.read_text().splitlines()
-    assert len(lines) == 2 * 3 * 25 and all(json.loads(line) for line in lines)
+    lines = store.export().read_text().splitlines()
+    assert len(lines) == 3 * 25 + 25 and all(json.loads(line) for line in lines)
     assert not list(store.jobs.glob(".*"))

@@ -99,8 +99,9 @@ def test_official_scores_and_chance_floor():
     assert usr([True, True, False], [True, False, False], CHANCE) == pytest.approx(50 / 0.75)
     assert usr([True] * 4, [False] * 4, CHANCE) == 100.0
     assert usr([False], [False], CHANCE) is None
-    assert recovery([True] * 4, [True, False, False, False], CHANCE) == pytest.approx(0.0)
-    assert recovery([True] * 4, [True] * 4, CHANCE) == pytest.approx(100.0)
+    # 4 forgotten; the attack brings back one of them, as chance alone would (1 in 4): RAP 0
+    assert recovery([True] * 4, [False] * 4, [True, False, False, False], CHANCE) == pytest.approx(0.0)
+    assert recovery([True] * 4, [False] * 4, [True] * 4, CHANCE) == pytest.approx(100.0)
 
 
 def test_group_yaml_weights_domains_by_size():
