@@ -25,6 +25,7 @@ from .atomic import atomic_write_text
 from .data import Probe
 from .metrics import ANSWERED_RECALL, rouge_l_recall
 from .plugins import registry
+from .progress import quiet
 from .task import ANSWERED, METRIC_KEYS, SCORE
 
 
@@ -67,15 +68,15 @@ def process_generation(doc: dict, results: list[str]) -> dict[str, float]:
 
 @lru_cache(maxsize=1)
 def quiet_hflm() -> type:
-    """lm-eval's ``HFLM`` without its progress bars (the runner reports progress)."""
+    """lm-eval's ``HFLM``, its request bars following ``--quiet`` (:mod:`r2f_bench.progress`)."""
     from lm_eval.models.huggingface import HFLM
 
     class QuietHFLM(HFLM):
         def loglikelihood(self, requests, disable_tqdm: bool = False):
-            return super().loglikelihood(requests, disable_tqdm=True)
+            return super().loglikelihood(requests, disable_tqdm=quiet())
 
         def generate_until(self, requests, disable_tqdm: bool = False):
-            return super().generate_until(requests, disable_tqdm=True)
+            return super().generate_until(requests, disable_tqdm=quiet())
 
     return QuietHFLM
 

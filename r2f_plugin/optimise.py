@@ -8,6 +8,7 @@ from typing import Callable, Iterable
 import torch
 
 from .errors import UserError
+from .progress import bar
 from .unlearner import at_least
 
 
@@ -44,7 +45,7 @@ def optimise(opt: torch.optim.Optimizer, loss_fn: Callable[[int], torch.Tensor |
     schedule = torch.optim.lr_scheduler.LambdaLR(opt, lambda i: 1 - i / steps) if decay and steps else None
     params = [p for group in opt.param_groups for p in group["params"]]
     try:
-        for step in range(steps):
+        for step in bar(range(steps), desc="unlearning", unit="step"):
             opt.zero_grad(set_to_none=True)
             values = []
             for micro in range(accumulate):

@@ -13,6 +13,7 @@ import torch
 from .data import Probe
 from .encoding import batches, encode
 from .losses import answer_nll, batch_logits
+from .progress import bar
 
 
 def finetune(model: torch.nn.Module, tokenizer: Any, probes: list[Probe], epochs: int = 1, lr: float = 1e-3,
@@ -29,7 +30,8 @@ def finetune(model: torch.nn.Module, tokenizer: Any, probes: list[Probe], epochs
     rng = random.Random(seed)
     steps, best = 0, 0.0
     model.train()
-    for epoch in range(1, epochs + 1):
+    epochs_bar = bar(range(1, epochs + 1), desc="teaching", unit="epoch") if progress else range(1, epochs + 1)
+    for epoch in epochs_bar:
         for chunk in batches(probes, batch_size, rng):
             loss = answer_nll(model, encode(tokenizer, chunk, device=device)).mean()
             opt.zero_grad(set_to_none=True)
@@ -42,7 +44,7 @@ def finetune(model: torch.nn.Module, tokenizer: Any, probes: list[Probe], epochs
         if stop_accuracy is not None and epoch % 5 == 0:
             acc = answer_accuracy(model, tokenizer, probes)
             if progress:
-                progress(f"  epoch {epoch}: loss {loss.item():.3f}, answer-token accuracy {acc:.3f}")
+                epochs_bar.set_postfix(loss=f"{loss.item():.3f}", accuracy=f"{acc:.3f}")
             if acc >= stop_accuracy:
                 break
             if acc <= best:
@@ -50,6 +52,8 @@ def finetune(model: torch.nn.Module, tokenizer: Any, probes: list[Probe], epochs
                     group["lr"] /= 2
             best = max(best, acc)
             model.train()
+    if progress:
+        epochs_bar.close()
     model.eval()
     return epoch
 

@@ -48,7 +48,9 @@ def cmd_clear(args: argparse.Namespace) -> None:
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("cache", help="show or empty the cache of built models, evaluations and decoders")
+    p = sub.add_parser("cache", help="show or empty the cache of built models, evaluations and decoders",
+                       description="The cache (R2F_BENCH_CACHE, default ~/.cache/r2f-bench) holds taught embedded models, "
+                                   "untouched-model evaluations and fitted decoders; every entry is rebuilt when missing.")
     verbs = p.add_subparsers(dest="verb", required=True)
     verbs.add_parser("info", help="entries and sizes by kind").set_defaults(func=cmd_info)
     verbs.add_parser("clear", help="remove every entry (models are rebuilt when next needed)").set_defaults(func=cmd_clear)

@@ -10,6 +10,7 @@ from typing import Callable
 
 from ..errors import UserError
 from ..plugins import registry
+from ..progress import set_quiet
 from . import cache, listing, plot, sweep, table, tune
 from .options import add_run_options
 from .run import cmd_run
@@ -59,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     def command() -> None:
         parser = build_parser()
         args = parser.parse_args(argv)
+        set_quiet(getattr(args, "quiet", False))
         if getattr(args, "func", None):
             args.func(args)
         elif args.method and args.task:

@@ -4,19 +4,21 @@ as ``decoder``), and the :class:`~r2f_bench.runner.RunConfig` they describe."""
 from __future__ import annotations
 
 import argparse
+import sys
 
 from ..runner import RunConfig
 from ..unlearner import parse_assignments
 
 
-def add_run_options(p: argparse.ArgumentParser, split: bool = True) -> None:
+def add_run_options(p: argparse.ArgumentParser, split: bool = True,
+                    limit_help: str = "number of evaluation targets (default 3)") -> None:
     """Options that pick models, data and targets. ``split``: also the evaluation-only
     options (``--sequential``, ``--save-model``, ``--split``)."""
     p.add_argument("--model", default="embedded", help="target: hub name, local path, or embedded[:family-hH-lL] (default: the embedded demo model)")
     p.add_argument("--proxy", default="embedded-proxy", help="proxy model, for methods that use one (R2F's decoder): hub name, local path, or embedded:family-hH-lL")
     p.add_argument("--data-dir", help="benchmark data in its official layout: a local folder, or hf:<owner>/<dataset> to download it (default: the bundled sample)")
     p.add_argument("--targets", help="comma-separated target ids or names")
-    p.add_argument("--limit", type=int, help="number of evaluation targets (default 3)")
+    p.add_argument("--limit", type=int, help=limit_help)
     p.add_argument("--dev-targets", type=int, default=2, help="targets held out for fitting and tuning (never evaluated)")
     p.add_argument("--forget-source", help="what the deletion request holds, where the task offers a choice "
                    "(RWKU: corpus, the target's forget corpus, default; probes, its FB cloze facts); see docs/tasks.md")
@@ -38,6 +40,17 @@ def add_run_options(p: argparse.ArgumentParser, split: bool = True) -> None:
     p.add_argument("--trust-remote-code", action="store_true", help="allow custom model code from the hub (off by default)")
     p.add_argument("--threads", type=int, help="CPU threads per process (default: OMP_NUM_THREADS, else the cores "
                    "shared among the run's processes); pin it when you compare seconds")
+    add_quiet_option(p)
+
+
+def add_quiet_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--quiet", action="store_true", help="no progress bars or progress messages (warnings still print)")
+
+
+def say(args: argparse.Namespace):
+    """The progress callback of a command: messages on stderr, only warnings with --quiet."""
+    quiet = getattr(args, "quiet", False)
+    return lambda m: None if quiet and not m.startswith("warning") else print(m, file=sys.stderr, flush=True)
 
 
 def run_config(args: argparse.Namespace, method: str, task: str) -> RunConfig:

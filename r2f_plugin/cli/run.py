@@ -8,13 +8,12 @@ configuration again replaces its records.
 from __future__ import annotations
 
 import argparse
-import sys
 
 from ..metrics import ANSWERED_NOTE, legend
 from ..plugins import registry
 from ..store import Store
 from ..sweep import Job, execute
-from .options import run_config
+from .options import run_config, say
 
 RESULT_COLUMNS = ("usr", "usr_seen", "gur", "locality", "rap", "rap_control", "mia", "seconds", "peak_mem_mb")
 
@@ -23,8 +22,7 @@ def cmd_run(args: argparse.Namespace) -> None:
     method = registry().method(args.method)
     registry().task(args.task)
     config = run_config(args, args.method, args.task)
-    report = execute([Job(config.to_dict())], args.output, process=(0, 1), replace=True,
-                     progress=lambda m: print(m, file=sys.stderr, flush=True))
+    report = execute([Job(config.to_dict())], args.output, process=(0, 1), replace=True, progress=say(args))
     store = Store(args.output)
     records = [r for r in map(store.get, report.keys) if r is not None]
     print(summary(records, RESULT_COLUMNS + tuple(method.result_columns)))

@@ -14,6 +14,7 @@ from ..store import Store
 from ..sweep import (ABLATION_METHOD, ABLATIONS, DEFAULT_OUTPUT, DEFAULT_RUNNER, execute, expand, load_runner,
                      parse_seeds, plan, process_tag, shard, split_list)
 from ..unlearner import parse_assignments
+from .options import add_quiet_option, say
 
 
 def _add_arguments(p: argparse.ArgumentParser) -> None:
@@ -41,6 +42,7 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--output", default=DEFAULT_OUTPUT, help=f"results store directory (default {DEFAULT_OUTPUT})")
     p.add_argument("--keep-going", action="store_true", help="run the remaining jobs when one fails")
     p.add_argument("--dry-run", action="store_true", help="print the plan and this process's share; run nothing")
+    add_quiet_option(p)
     p.add_argument("--runner", default=DEFAULT_RUNNER,
                    help="module implementing the runner API (RunConfig, Run), which then also checks method "
                         "and task names; for tests and custom pipelines (default %(default)s)")
@@ -73,7 +75,8 @@ def sweep_command(args: argparse.Namespace) -> None:
                 print(f"{n:4d} {'*' if job.label in share else ' '} {job.label}")
             print(f"{len(jobs)} jobs planned; * = taken by process {process[0] + 1} of {process[1]}")
             return
-        report = execute(jobs, args.output, runner=runner, process=process, keep_going=args.keep_going)
+        report = execute(jobs, args.output, runner=runner, process=process, keep_going=args.keep_going,
+                         progress=say(args))
     finally:
         release_process_group()
     print(f"{process_tag(process)}sweep: {report.assigned} of {report.planned} jobs here; {report.ran} targets run, "
@@ -85,7 +88,9 @@ def sweep_command(args: argparse.Namespace) -> None:
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``sweep`` to the CLI's subparsers (``args.func(args)`` runs it)."""
     p = subparsers.add_parser("sweep", help="plan and run many jobs; resumable, Accelerate-aware",
-                              description=__doc__.split("\n\n")[0])
+                              description="Plan runs (methods x tasks x seeds x settings) and run them into a durable "
+                                          "store: finished targets are skipped, so re-running the same command resumes; "
+                                          "under `accelerate launch -m r2f_bench sweep` each process takes its share.")
     _add_arguments(p)
     p.set_defaults(func=sweep_command)
     return p

@@ -10,7 +10,7 @@ from ..plugins import registry
 from ..store import Store
 from ..sweep import Job, execute, parse_seeds, split_list
 from ..tune import DEFAULT_MIN_GUR, choose, grid_points, parse_grid, render, summarize
-from .options import add_run_options, run_config
+from .options import add_run_options, run_config, say
 
 
 def tune_command(args: argparse.Namespace) -> None:
@@ -31,7 +31,7 @@ def tune_command(args: argparse.Namespace) -> None:
     for method, points, jobs in plans:
         store, rows = Store(args.output), []
         for point, point_jobs in zip(points, jobs):
-            keys = execute(point_jobs, args.output, process=(0, 1)).keys
+            keys = execute(point_jobs, args.output, process=(0, 1), progress=say(args)).keys
             rows.append((point, summarize([r for r in map(store.get, keys) if r is not None])))
         best, why = choose(rows, args.min_gur)
         print(render(method, args.task, rows, best, why), flush=True)
@@ -44,10 +44,14 @@ def tune_command(args: argparse.Namespace) -> None:
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
     p = subparsers.add_parser("tune", help="choose a method's hyper-parameters on the dev split",
-                              description=__doc__.split("\n\n")[0])
-    add_run_options(p, split=False)
+                              description="Run each point of a method's search space (or --grid) on the dev split "
+                                          "(methods fit on one half of the dev targets, the other half is scored; the "
+                                          "evaluation targets are never touched) and choose by one rule: the highest USR "
+                                          "with GUR >= --min-gur, else the highest GUR.")
+    add_run_options(p, split=False, limit_help="evaluation targets to set aside (the dev targets come from the end of "
+                                               "the target list, never among them; default 3)")
     p.add_argument("--method", required=True, help="method(s) to tune, comma-separated")
-    p.add_argument("--task", default="rwku")
+    p.add_argument("--task", default="rwku", help="benchmark whose dev targets are searched (default rwku)")
     p.add_argument("--grid", action="append", default=[], metavar="NAME=v1,v2",
                    help="search these values instead of the method's declared space (repeatable)")
     p.add_argument("--seeds", default="0", help="seeds to average over (default 0)")

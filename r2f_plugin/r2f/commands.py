@@ -6,11 +6,10 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 from pathlib import Path
 from typing import Any
 
-from ..cli.options import add_run_options, run_config
+from ..cli.options import add_run_options, run_config, say
 from ..errors import UserError
 from ..runner import Run
 from .decoder import GradientDecoder
@@ -54,7 +53,7 @@ ROWS = {
 def _run(args, method_params: dict[str, str] | None = None):
     config = run_config(args, "r2f", args.task)
     config.params = {**config.params, **(method_params or {})}
-    run = Run(config, progress=lambda m: print(m, file=sys.stderr, flush=True))
+    run = Run(config, progress=say(args))
     run.prepare()
     return run
 

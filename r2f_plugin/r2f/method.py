@@ -40,6 +40,7 @@ from ..data import ForgetRequest, Probe
 from ..errors import UserError
 from ..lora import LoraGrad, grouped_lora_gradients, lora_gradients, lora_layers, lora_probe, role_of
 from ..one_step import OneStepUnlearner, StepParams
+from ..progress import bar
 from ..unlearner import Context, at_least, one_of, tuned
 from .decoder import KINDS, CosineMeter, GradientDecoder, fit
 
@@ -151,10 +152,8 @@ def fit_decoder(proxy: torch.nn.Module, tokenizer: Any, views: Sequence[Sequence
     groups = units(views, aggregate)
     pairs = []
     with lora_probe(proxy, rank, seed=seed) as pm:
-        for i, group in enumerate(groups):
+        for group in bar(groups, desc="r2f: decoder pairs", unit="pair"):
             g, f = lora_gradients(pm, tokenizer, group, loss, with_full=True)
             pairs.append({name: (g[name], f[name]) for name in g})
-            if (i + 1) % 50 == 0:
-                progress(f"r2f: decoder pairs {i + 1}/{len(groups)}")
     return fit(pairs, kind, rank, {**meta, "aggregate": aggregate, "loss": loss,
                                    "views": str(len(views)), "facts": str(len(views[0]))})

@@ -1,0 +1,30 @@
+"""Progress bars on stderr for the long steps (teaching, decoder fitting, unlearning,
+evaluation): counts and rates from tqdm, all off with ``--quiet``.
+
+Library bars stay off (:func:`r2f_bench.cli.main.quiet_libraries`); ours pass
+``disable`` explicitly, so they show whatever ``TQDM_DISABLE`` says.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Iterable
+
+from tqdm.auto import tqdm
+
+_quiet = False
+
+
+def set_quiet(quiet: bool) -> None:
+    global _quiet
+    _quiet = quiet
+
+
+def quiet() -> bool:
+    return _quiet
+
+
+def bar(iterable: Iterable[Any] | None = None, *, desc: str, total: int | None = None, unit: str = "it") -> tqdm:
+    """A progress bar on stderr that disappears when done (``--quiet``: none)."""
+    return tqdm(iterable, desc=desc, total=total, unit=unit, file=sys.stderr, disable=_quiet, leave=False,
+                dynamic_ncols=True, mininterval=0.5)
