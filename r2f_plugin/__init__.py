@@ -1,16 +1,28 @@
 """r2f-bench: measurable, pluggable LLM unlearning.
 
 The public API: everything a plugin author needs to add a method, a benchmark or a
-command (see :mod:`r2f_bench.hookspecs`).
+command (see :mod:`r2f_bench.hookspecs`). Names load on first use, so importing a
+submodule (the command line, a plugin) does not import torch first.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 __version__ = "0.1.0"
 
-from .data import Benchmark, ForgetRequest, Probe, Target
-from .errors import UserError
-from .hookspecs import hookimpl
-from .task import Task
-from .unlearner import Context, Edit, Proxy, Unlearner
+_HOME = {
+    "Benchmark": "data", "ForgetRequest": "data", "Probe": "data", "Target": "data",
+    "UserError": "errors", "hookimpl": "hookspecs", "Task": "task",
+    "Context": "unlearner", "Edit": "unlearner", "Proxy": "unlearner", "Unlearner": "unlearner",
+}
+__all__ = sorted(_HOME) + ["__version__"]
 
-__all__ = ["Benchmark", "Context", "Edit", "ForgetRequest", "Probe", "Proxy", "Target", "Task", "Unlearner",
-           "UserError", "__version__", "hookimpl"]
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOME:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{_HOME[name]}", __name__), name)
+    globals()[name] = value
+    return value

@@ -1,8 +1,8 @@
 """Progress bars on stderr for the long steps (teaching, decoder fitting, unlearning,
 evaluation): counts and rates from tqdm, all off with ``--quiet``.
 
-Library bars stay off (:func:`r2f_bench.cli.main.quiet_libraries`); ours pass
-``disable`` explicitly, so they show whatever ``TQDM_DISABLE`` says.
+The command line silences library bars (:mod:`r2f_bench.cli`); ours pass ``disable``
+explicitly, so they show whatever ``TQDM_DISABLE`` says.
 """
 
 from __future__ import annotations

@@ -31,10 +31,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def quiet_libraries() -> None:
-    """Our own progress lines replace library progress bars; FutureWarnings are theirs.
-    Called first by every entry point (tqdm reads TQDM_DISABLE when imported)."""
+    """Libraries' FutureWarnings are theirs, not the user's (their progress bars are
+    silenced when :mod:`r2f_bench.cli` is imported)."""
     warnings.filterwarnings("ignore", category=FutureWarning)
-    os.environ.setdefault("TQDM_DISABLE", "1")
 
 
 def guarded(command: Callable[[], None], interrupted: str) -> int:
