@@ -72,19 +72,23 @@ def process_state():
     return PartialState(cpu=forced or not accelerator_available())
 
 
-def cpu_threads(requested: int | None, processes: int) -> int:
+def cpu_threads(requested: int | None, processes: int, load: float | None = None) -> int:
     """Intra-op threads for one process on CPU: ``--threads`` if given, else
-    ``OMP_NUM_THREADS``, else the cores this process may run on shared among the
-    processes of the run (one each under ``accelerate launch`` with as many processes as
-    cores). On a busy machine, fewer threads than cores avoid oversubscription, which
-    slows every process many times over and makes measured seconds meaningless."""
+    ``OMP_NUM_THREADS``, else the cores this process may use: the cores it may run on,
+    less those other work keeps busy (the 1-minute load average, ``load``, measured when
+    the run starts), shared among the processes of the run (one each under ``accelerate
+    launch`` with as many processes as cores), and at least one. Oversubscribing a busy
+    machine slows every process many times over and makes measured seconds meaningless."""
     if requested:
         return requested
     env = os.environ.get("OMP_NUM_THREADS", "")
     if env.isdigit() and int(env) > 0:
         return int(env)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return max(1, cores // max(1, processes))
+    if load is None:
+        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    free = max(1, cores - int(load + 0.5))
+    return max(1, free // max(1, processes))
 
 
 def release_process_group() -> None:

@@ -314,12 +314,16 @@ def test_cache_info_and_clear(tmp_path, monkeypatch, capsys):
     assert not list(tmp_path.glob("*/*"))
 
 
-def test_cpu_threads_follow_the_option_the_environment_and_the_process_count(monkeypatch):
+def test_cpu_threads_follow_the_option_the_environment_the_load_and_the_process_count(monkeypatch):
     from r2f_bench.distributed import cpu_threads
 
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    cores = len(os.sched_getaffinity(0))
-    assert cpu_threads(3, 1) == 3
-    assert cpu_threads(None, 1) == cores and cpu_threads(None, 2 * cores) == 1
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(8)))
+    assert cpu_threads(3, 1, load=8.0) == 3
+    assert cpu_threads(None, 1, load=0.0) == 8 and cpu_threads(None, 16, load=0.0) == 1
+    assert cpu_threads(None, 1, load=2.7) == 5  # three cores busy elsewhere
+    assert cpu_threads(None, 2, load=2.0) == 3 and cpu_threads(None, 1, load=12.0) == 1
+    monkeypatch.setattr(os, "getloadavg", lambda: (6.2, 1.0, 1.0))
+    assert cpu_threads(None, 1) == 2
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    assert cpu_threads(None, 1) == 1
+    assert cpu_threads(None, 1, load=0.0) == 1
