@@ -44,7 +44,7 @@ from ..errors import UserError
 from ..losses import logits_nll
 from ..one_step import all_views
 from ..optimise import BatchParams, adamw, optimise
-from ..unlearner import Edit, Unlearner, at_least, positive
+from ..unlearner import Edit, Strength, Unlearner, at_least, positive
 
 
 @dataclass
@@ -76,6 +76,7 @@ class DeepCUT(Unlearner):
     description = "DeepCUT (He et al. 2025): retain cross-entropy plus a contrastive loss pushing the entity apart."
     Params = DeepCutParams
     search_space = {"lr": (1e-4, 3e-4, 5e-4, 1e-3, 2e-3, 3e-3)}
+    strength = Strength("lr", 1e-4, 1e-2)
 
     def unlearn(self, model, request, ctx):
         p = self.params

@@ -54,7 +54,7 @@ from ..data import Probe
 from ..encoding import batches, encode
 from ..errors import UserError
 from ..task import HELD_OUT, LOCALITY, SEEN
-from ..unlearner import Context, Edit, Unlearner, positive
+from ..unlearner import Context, Edit, Strength, Unlearner, positive
 from ..views import embedder
 
 
@@ -134,6 +134,8 @@ class ECO(Unlearner):
     description = "ECO (Liu et al. 2024): flagged prompts get corrupted embeddings at inference; no weight changes."
     Params = EcoParams
     edits_weights = False
+    # the noise strength (x embedding RMS); the classifier threshold is still fitted on the dev split
+    strength = Strength("sigma", 0.1, 16.0)
 
     def setup(self, model: torch.nn.Module, ctx: Context) -> None:
         p = self.params

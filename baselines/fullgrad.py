@@ -7,6 +7,11 @@ one full gradient buffer per matrix: the memory cost R2F avoids.
 
 Defaults: ``loss = unlikelihood`` (shared by the one-step methods) and ``step = 0.015``,
 chosen by ``r2f-bench tune`` on RWKU's dev split (docs/tuning.md).
+
+``fullgrad_multiview`` is R2F's exact reference: the exact full gradient of the same
+loss over the *same views* R2F averages (every view of the request), one step with the
+same rule. R2F approximates this gradient from LoRA gradients, so it is R2F's upper
+bound in quality and the method to beat in cost at equal views.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from __future__ import annotations
 from .. import hookimpl
 from ..gradients import exact_gradients
 from ..lora import target_modules
-from ..one_step import OneStepUnlearner, StepParams
+from ..one_step import OneStepUnlearner, StepParams, all_views
 from ..unlearner import tuned
 
 
@@ -28,6 +33,17 @@ class FullGrad(OneStepUnlearner):
         return grads.__getitem__, {"views_used": 1}
 
 
+class FullGradMultiview(OneStepUnlearner):
+    name = "fullgrad_multiview"
+    description = "Exact multi-view gradient (R2F's reference): one step along the exact gradient of all of R2F's views."
+    Params = tuned(StepParams, step=0.01)  # R2F's step: the two differ only in the gradient
+
+    def gradient(self, model, request, ctx):
+        grads = exact_gradients(model, ctx.tokenizer, all_views(request), self.params.loss, target_modules(model))
+        return grads.__getitem__, {"views_used": len(request.views)}
+
+
 @hookimpl
 def register_unlearners(register):
     register(FullGrad)
+    register(FullGradMultiview)

@@ -32,7 +32,7 @@ from .. import hookimpl
 from ..encoding import cycle_batches
 from ..losses import unlearning_loss
 from ..optimise import BatchParams, adamw, optimise
-from ..unlearner import Edit, Unlearner, at_least, positive
+from ..unlearner import Edit, Strength, Unlearner, at_least, positive
 
 
 @dataclass
@@ -46,6 +46,7 @@ class GradAscent(Unlearner):
     description = "Gradient ascent (Jang et al. 2022): a few AdamW steps up the forget answers' loss."
     Params = GradAscentParams
     search_space = {"lr": (3e-4, 5e-4, 7e-4, 1e-3, 2e-3)}
+    strength = Strength("lr", 1e-4, 1e-2)
 
     def unlearn(self, model, request, ctx):
         p = self.params

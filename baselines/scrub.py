@@ -49,7 +49,7 @@ from ..encoding import batches, encode
 from ..losses import answer_kl, batch_logits, logits_nll
 from ..one_step import all_views
 from ..optimise import BatchParams, adamw, optimise
-from ..unlearner import Edit, Unlearner, at_least, positive
+from ..unlearner import Edit, Strength, Unlearner, at_least, positive
 
 
 @dataclass
@@ -74,6 +74,7 @@ class Scrub(Unlearner):
     description = "SCRUB (Kurmanji et al. 2023): a student moves away from a frozen teacher on forget data, stays close on retain."
     Params = ScrubParams
     search_space = {"lr": (2e-4, 3e-4, 4e-4, 5e-4, 7e-4, 1e-3)}
+    strength = Strength("lr", 5e-5, 5e-3)
 
     def unlearn(self, model, request, ctx):
         p = self.params

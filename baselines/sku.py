@@ -54,7 +54,7 @@ from ..lora import lora_adapters, lora_layers
 from ..losses import answer_kl, answer_nll, batch_logits
 from ..one_step import all_views
 from ..optimise import BatchParams, adamw, optimise
-from ..unlearner import Edit, Unlearner, at_least, positive
+from ..unlearner import Edit, Strength, Unlearner, at_least, positive
 
 QV_MODULES = {"gpt2": ("c_attn",)}
 DEFAULT_QV = ("q_proj", "v_proj")
@@ -78,6 +78,7 @@ class SKU(Unlearner):
     description = "SKU (Liu et al. 2024): learn the forget knowledge into LoRA, then negate that task vector."
     Params = SkuParams
     search_space = {"lr": (3e-3, 5e-3, 7e-3, 1e-2, 2e-2)}
+    strength = Strength("lam", 0.1, 10.0)
 
     def unlearn(self, model, request, ctx):
         p = self.params

@@ -22,7 +22,7 @@ from .errors import UserError
 from .gradients import check_finite, linear_weights
 from .lora import target_modules
 from .losses import LOSSES
-from .unlearner import Context, Edit, Unlearner, fraction, one_of
+from .unlearner import Context, Edit, Strength, Unlearner, fraction, one_of
 
 
 @dataclass
@@ -69,6 +69,7 @@ class OneStepUnlearner(Unlearner):
 
     Params = StepParams
     search_space = {"step": (0.005, 0.01, 0.015, 0.02, 0.03, 0.05, 0.08)}
+    strength = Strength("step", 0.002, 0.2)
 
     @abstractmethod
     def gradient(self, model: torch.nn.Module, request: ForgetRequest,

@@ -117,3 +117,39 @@ def plot_ablation(records: Sequence[Record], axis: str, path: Path) -> bool:
         fig.savefig(tmp, format="png", dpi=120)
     plt.close(fig)
     return True
+
+
+def plot_frontier(frontiers: Sequence[Any], task: str, path: Path) -> None:
+    """USR against GUR, one line per method in strength order (points marked, 95% CIs
+    as bars and the USR interval as a band), the dev-tuned point as a star; PNG, atomic."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7.5, 5.2))
+    for k, f in enumerate(frontiers):
+        color = f"C{k % 10}"
+        pts = f.points
+        gur = [p["gur"].mean for p in pts]
+        usr = [p["usr"].mean for p in pts]
+        lo = lambda s: s.lo if s.lo is not None else s.mean
+        hi = lambda s: s.hi if s.hi is not None else s.mean
+        ax.errorbar(gur, usr, xerr=[[g - lo(p["gur"]) for g, p in zip(gur, pts)], [hi(p["gur"]) - g for g, p in zip(gur, pts)]],
+                    yerr=[[u - lo(p["usr"]) for u, p in zip(usr, pts)], [hi(p["usr"]) - u for u, p in zip(usr, pts)]],
+                    marker="o", markersize=4, capsize=2, elinewidth=0.6, color=color, label=f"{f.method} ({f.param})")
+        ax.fill_between(gur, [lo(p["usr"]) for p in pts], [hi(p["usr"]) for p in pts], color=color, alpha=0.12)
+        t = f.tuned
+        if t["usr"] is not None and t["gur"] is not None:
+            ax.plot([t["gur"].mean], [t["usr"].mean], marker="*", markersize=13, color=color, markeredgecolor="black")
+    for g in (95, 90):
+        ax.axvline(g, color="grey", linestyle=":", linewidth=1)
+    ax.set_xlabel("GUR (%): utility kept →")
+    ax.set_ylabel("USR (%): held-out forget probes forgotten →")
+    ax.set_title(f"Forget–utility frontier on {task} (mean, 95% bootstrap CI; ★ dev-tuned default)", fontsize="medium")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize="small", loc="best")
+    fig.tight_layout()
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=120)
+    plt.close(fig)

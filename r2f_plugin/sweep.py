@@ -64,6 +64,7 @@ class SweepReport:
     skipped: int = 0  # targets already in the store
     failed: list[str] = field(default_factory=list)
     keys: list[str] = field(default_factory=list)  # store keys of this process's finished targets
+    job_keys: dict[str, list[str]] = field(default_factory=dict)  # the same, by job label
 
 
 # -- planning -----------------------------------------------------------------
@@ -229,6 +230,7 @@ def _run_job(job: Job, runner: Any, store: Store, report: SweepReport, say: Prog
     for target in run.targets:
         key = job_key(identity, target.id, revision, versions, params)
         report.keys.append(key)
+        report.job_keys.setdefault(job.label, []).append(key)
         if store.done(key) and not replace:
             report.skipped += 1
             say(f"  {target.id}: already done ({key[:12]})")

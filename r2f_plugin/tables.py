@@ -59,7 +59,8 @@ class Provenance:
         for r in records:
             models = r.get("models") or {}
             targets.add(str(models.get("target", setting(r)["target"])))
-            proxies.add(str(models.get("proxy", setting(r)["proxy"])))
+            if models.get("proxy"):  # only methods that use a proxy name one
+                proxies.add(str(models["proxy"]))
             revisions[str(r.get("task"))].add(str(r.get("data_revision")))
             for k, v in (r.get("versions") or {}).items():
                 versions[str(k)].add(str(v))
@@ -67,7 +68,8 @@ class Provenance:
                    {k: sorted(v) for k, v in sorted(versions.items())})
 
     def lines(self) -> list[str]:
-        return [f"Models: target {', '.join(self.targets)}; proxy {', '.join(self.proxies)}",
+        proxies = f"; proxy {', '.join(self.proxies)}" if self.proxies else ""
+        return [f"Models: target {', '.join(self.targets)}{proxies}",
                 "Data revision: " + "; ".join(f"{t} {', '.join(v)}" for t, v in self.revisions.items()),
                 "Versions: " + "; ".join(f"{k} {', '.join(v)}" for k, v in self.versions.items())]
 

@@ -50,6 +50,25 @@ class Edit:
     evaluation_info: Callable[[dict[str, list[Probe]]], dict[str, Any]] | None = None
 
 
+@dataclass(frozen=True)
+class Strength:
+    """A method's strength knob: the one ``Params`` field that trades forgetting against
+    utility, and the range to search it over on a log scale, from weak (``low``) to
+    strong (``high``). ``r2f-bench frontier`` sweeps it; a method without one cannot be
+    placed on a frontier."""
+
+    param: str
+    low: float
+    high: float
+
+    def points(self, n: int) -> list[float]:
+        """``n`` log-spaced values from ``low`` to ``high``, rounded to 3 significant digits."""
+        if n < 2:
+            raise UserError(f"a frontier needs at least 2 strengths, got {n}.")
+        ratio = (self.high / self.low) ** (1 / (n - 1))
+        return [float(f"{self.low * ratio ** i:.3g}") for i in range(n)]
+
+
 @dataclass
 class Proxy:
     """A second, smaller model for methods that learn something once on a cheap stand-in
@@ -106,6 +125,8 @@ class Unlearner(ABC):
     edits_weights: ClassVar[bool] = True
     # values of Params fields that ``r2f-bench tune`` searches on the dev split
     search_space: ClassVar[dict[str, tuple]] = {}
+    # the knob that trades forgetting against utility (``r2f-bench frontier`` sweeps it)
+    strength: ClassVar[Strength | None] = None
     # whether the method needs ``Context.proxy`` (the run then builds the --proxy model)
     uses_proxy: ClassVar[bool] = False
     # keys of the deletion's info (``Edit.info`` or :meth:`diagnostics`) that become result

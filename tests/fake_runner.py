@@ -2,7 +2,8 @@
 
 Every ``run_target`` call appends ``{"label", "target", "rank", "pid"}`` to the
 JSONL file named by ``R2F_FAKE_LOG`` (if set) and to :data:`CALLS`, so tests can
-count executions across processes. ``R2F_FAKE_REVISION`` overrides the data revision.
+count executions across processes. ``R2F_FAKE_REVISION`` overrides the data revision;
+``R2F_FAKE_INTERRUPT_AT=N`` interrupts the run after N targets in this process.
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ class Run:
         c = self.config
         call = {"label": f"{c.method}/{c.task}/{c.seed}/{json.dumps(c.params, sort_keys=True)}/{c.views}",
                 "target": target.id, "rank": int(os.environ.get("RANK", "0")), "pid": os.getpid()}
+        if len(CALLS) == int(os.environ.get("R2F_FAKE_INTERRUPT_AT", "-1")):
+            raise KeyboardInterrupt  # as Ctrl-C (or a kill) mid-run
         CALLS.append(call)
         if os.environ.get("R2F_FAKE_LOG"):
             with open(os.environ["R2F_FAKE_LOG"], "a") as log:  # one write per line: processes never interleave

@@ -33,7 +33,7 @@ def run_method(name, tiny, context, **params):
     return method, target, request, edit
 
 
-@pytest.mark.parametrize("name", ["r2f", "fullgrad"])
+@pytest.mark.parametrize("name", ["r2f", "fullgrad", "fullgrad_multiview"])
 def test_method_forgets_and_retains(name, tiny, context):
     """One step forgets the request while neighbours stay within the bound.
 

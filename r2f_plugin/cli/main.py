@@ -11,11 +11,11 @@ from typing import Callable
 from ..errors import UserError
 from ..plugins import registry
 from ..progress import set_quiet
-from . import cache, listing, plot, sweep, table, tune
+from . import cache, frontier, listing, plot, sweep, table, tune
 from .options import add_run_options
 from .run import cmd_run
 
-BUILT_IN = (listing, cache, tune, sweep, table, plot)
+BUILT_IN = (listing, cache, tune, sweep, frontier, table, plot)
 
 
 def build_parser() -> argparse.ArgumentParser:
