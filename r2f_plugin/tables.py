@@ -28,6 +28,7 @@ from .aggregate import (DIGITS, HIGHER_IS_BETTER, METRIC_TITLES, Record, Stat, a
                         task_order, varying)
 from .metrics import ANSWERED_NOTE, legend
 from .store import canonical_json
+from .tune import DEFAULT_MIN_GUR
 
 
 REFERENCE_METHOD = "fullgrad"
@@ -130,6 +131,19 @@ def metric_table(records: Sequence[Record], metrics: Sequence[str], name: str, t
     return Table(name, title, note, columns, rows, Provenance.of(records))
 
 
+def flag_below_floor(table: Table, floor: float = DEFAULT_MIN_GUR) -> Table:
+    """Mark with † the rows whose mean GUR on some dataset is below the floor the shipped
+    defaults were tuned for: there a method's chosen point no longer holds."""
+    gur = [j for j, col in enumerate(table.columns) if col.key.endswith(".gur")]
+    flagged = [i for i, (_, cells) in enumerate(table.rows) if any(cells[j] and cells[j].mean < floor for j in gur)]
+    for i in flagged:
+        table.rows[i] = (table.rows[i][0] + " †", table.rows[i][1])
+    if flagged:
+        table.note += (f" †: GUR below the {floor:g}% floor its defaults were tuned for on the dev split "
+                       f"(r2f-bench tune); compare such methods on the frontier (r2f-bench frontier).")
+    return table
+
+
 def level_table(records: Sequence[Record]) -> Table:
     """Held-out USR per probe set (RWKU: FB / QA / AA), beside the pooled USR and the seen USR."""
     labels, label = method_rows(records)
@@ -213,8 +227,8 @@ def build_tables(records: Sequence[Record]) -> list[Table]:
     if not records:
         return []
     tables = [
-        metric_table(records, ("usr", "usr_seen", "gur", "locality"), "table1",
-                     "Unlearning success and utility retention (Table 1)", ANSWERED_NOTE),
+        flag_below_floor(metric_table(records, ("usr", "usr_seen", "gur", "locality"), "table1",
+                                      "Unlearning success and utility retention (Table 1)", ANSWERED_NOTE)),
         level_table(records),
         metric_table(records, ("rap", "rap_control"), "rap", "Relearning attack (RAP)"),
         metric_table(records, ("mia",), "mia", "Model identity alignment (MIA)",

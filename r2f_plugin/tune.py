@@ -1,8 +1,11 @@
 """``r2f-bench tune``: choose a method's hyper-parameters on the dev split.
 
-Every method declares its search space beside its defaults
-(:attr:`r2f_bench.unlearner.Unlearner.search_space`). ``tune`` runs each point of
-that grid (or of ``--grid NAME=v1,v2``) on the **dev targets**, which are disjoint
+Every method declares its strength knob (:attr:`r2f_bench.unlearner.Unlearner.strength`).
+``tune`` runs ``--points`` log-spaced strengths of it (default 8), then ``--refine``
+more (default 3) log-spaced between the two neighbouring strengths whose mean GUR
+crosses the floor, so the choice does not hang on where a coarse grid happens to
+cross it; ``--grid NAME=v1,v2`` searches given values instead, and a method without a
+knob its ``search_space``. Every point runs on the **dev targets**, which are disjoint
 from the evaluation targets and unlearned from the same taught model, through the
 sweep machinery (results stored as they finish; a re-run resumes). It then applies
 one fixed rule:
@@ -13,7 +16,9 @@ one fixed rule:
 The same rule for every method, one seed unless ``--seeds`` says otherwise, and
 never a look at the evaluation targets. The defaults shipped in each method's
 ``Params`` are the choices this command made on RWKU's dev split with the embedded
-models (``docs/tuning.md`` records the searches).
+models (``docs/tuning.md`` records the searches, made with the coarser grids of the
+time); tables mark a method whose evaluation GUR falls below the floor it was tuned
+for (:data:`DEFAULT_MIN_GUR`).
 """
 
 from __future__ import annotations
@@ -43,6 +48,20 @@ def parse_grid(items: list[str]) -> dict[str, list[str]]:
             raise UserError(f"--grid expects NAME=v1,v2,..., got {item!r}.")
         space[name.strip()] = vals
     return space
+
+
+def refinement(rows: Sequence[tuple[dict[str, str], dict[str, float | None]]], param: str, min_gur: float,
+               n: int) -> list[dict[str, str]]:
+    """``n`` log-spaced strengths strictly between the neighbouring rows (in strength order)
+    whose mean GUR crosses ``min_gur``; none if the curve never crosses it."""
+    ordered = sorted(rows, key=lambda row: float(row[0][param]))
+    gur = lambda row: row[1]["gur"] if row[1]["gur"] is not None else -1.0
+    for (p0, s0), (p1, s1) in zip(ordered, ordered[1:]):
+        if gur((p0, s0)) >= min_gur > gur((p1, s1)):
+            lo, hi = float(p0[param]), float(p1[param])
+            ratio = (hi / lo) ** (1 / (n + 1))
+            return [{**p0, param: f"{lo * ratio ** i:.3g}"} for i in range(1, n + 1)]
+    return []
 
 
 def summarize(records: list[dict]) -> dict[str, float | None]:

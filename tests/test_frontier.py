@@ -89,3 +89,24 @@ def test_killed_frontier_resumes_without_duplicates(tmp_path, monkeypatch, capsy
     assert summary[0]["usr_at_gur95"]["n"] == 4 and "auc" in summary[1]
     written = {p.name for p in (tmp_path / "frontier").iterdir()}
     assert {"frontier.png", "tables.md", "tables.tex", "frontier.csv", "tables.html"} <= written
+
+
+def test_tune_refines_between_the_strengths_that_cross_the_floor():
+    from r2f_bench.tune import refinement
+
+    rows = [({"step": s}, {"gur": g, "usr": u}) for s, g, u in
+            (("0.001", 100.0, 0.0), ("0.1", 85.0, 60.0), ("0.01", 95.0, 20.0), ("1", 70.0, 90.0))]
+    assert refinement(rows, "step", 90.0, 3) == [{"step": "0.0178"}, {"step": "0.0316"}, {"step": "0.0562"}]
+    assert refinement(rows, "step", 50.0, 3) == []  # never crosses
+
+
+def test_tables_flag_a_method_below_its_tuning_floor():
+    from r2f_bench.tables import build_tables
+
+    def record(method, target, gur):
+        return {"method": method, "task": "rwku", "target": target, "seed": 0, "usr": 50.0, "gur": gur,
+                "config": {"method": method, "task": "rwku", "seed": 0, "params": {}}, "params": {},
+                "models": {"target": "m"}, "versions": {}, "data_revision": "r"}
+
+    table1 = next(t for t in build_tables([record("a", "t1", 80.0), record("b", "t1", 97.0)]) if t.name == "table1")
+    assert [label for label, _ in table1.rows] == ["a †", "b"] and "90% floor" in table1.note

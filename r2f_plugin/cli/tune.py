@@ -9,30 +9,39 @@ from typing import Any
 from ..plugins import registry
 from ..store import Store
 from ..sweep import Job, execute, parse_seeds, split_list
-from ..tune import DEFAULT_MIN_GUR, choose, grid_points, parse_grid, render, summarize
+from ..tune import DEFAULT_MIN_GUR, choose, grid_points, parse_grid, refinement, render, summarize
+from ..unlearner import parse_assignments
 from .options import add_run_options, run_config, say
 
 
 def tune_command(args: argparse.Namespace) -> None:
-
-    plans = []  # (method, grid points, jobs per point): all checked before anything runs
+    plans = []  # (method, class, grid points): all checked before anything runs
     for method in split_list(args.method):
         cls = registry().method(method)
-        space = parse_grid(args.grid) if args.grid else dict(cls.search_space)
-        points = grid_points(space) if space else [{}]
-        base = run_config(args, method, args.task)
-        jobs = []
+        if args.grid:
+            points = grid_points(parse_grid(args.grid))
+        elif cls.strength is not None:
+            points = [{cls.strength.param: str(v)} for v in cls.strength.points(args.points)]
+        else:
+            points = grid_points(dict(cls.search_space)) or [{}]
         for point in points:
-            fields = {**base.to_dict(), "split": "dev", "params": {**base.params, **point}}
-            cls.parse_params(fields["params"])  # a bad name or value fails here
-            jobs.append([Job({**fields, "seed": seed}) for seed in parse_seeds(args.seeds)])
-        plans.append((method, points, jobs))
+            cls.parse_params({**parse_assignments(args.params), **point})  # a bad name or value fails here
+        plans.append((method, cls, points))
     results = []
-    for method, points, jobs in plans:
-        store, rows = Store(args.output), []
-        for point, point_jobs in zip(points, jobs):
-            keys = execute(point_jobs, args.output, process=(0, 1), progress=say(args)).keys
-            rows.append((point, summarize([r for r in map(store.get, keys) if r is not None])))
+    for method, cls, points in plans:
+        base = run_config(args, method, args.task)
+        store = Store(args.output)
+
+        def evaluate(point: dict[str, str]) -> tuple[dict[str, str], dict]:
+            fields = {**base.to_dict(), "split": "dev", "params": {**base.params, **point}}
+            jobs = [Job({**fields, "seed": seed}) for seed in parse_seeds(args.seeds)]
+            keys = execute(jobs, args.output, process=(0, 1), progress=say(args)).keys
+            return point, summarize([r for r in map(store.get, keys) if r is not None])
+
+        rows = [evaluate(point) for point in points]
+        if not args.grid and cls.strength is not None and args.refine:
+            rows += [evaluate(point) for point in refinement(rows, cls.strength.param, args.min_gur, args.refine)]
+            rows.sort(key=lambda row: float(row[0][cls.strength.param]))
         best, why = choose(rows, args.min_gur)
         print(render(method, args.task, rows, best, why), flush=True)
         results.append({"method": method, "task": args.task, "rule": why, "chosen": rows[best][0],
@@ -42,9 +51,9 @@ def tune_command(args: argparse.Namespace) -> None:
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-
     p = subparsers.add_parser("tune", help="choose a method's hyper-parameters on the dev split",
-                              description="Run each point of a method's search space (or --grid) on the dev split "
+                              description="Run a method at log-spaced strengths of its knob (or --grid), then more "
+                                          "strengths between the two that cross the GUR floor, on the dev split "
                                           "(methods fit on one half of the dev targets, the other half is scored; the "
                                           "evaluation targets are never touched) and choose by one rule: the highest USR "
                                           "with GUR >= --min-gur, else the highest GUR.")
@@ -53,7 +62,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--method", required=True, help="method(s) to tune, comma-separated")
     p.add_argument("--task", default="rwku", help="benchmark whose dev targets are searched (default rwku)")
     p.add_argument("--grid", action="append", default=[], metavar="NAME=v1,v2",
-                   help="search these values instead of the method's declared space (repeatable)")
+                   help="search these values instead of the method's strength knob (repeatable)")
+    p.add_argument("--points", type=int, default=8,
+                   help="log-spaced strengths of the method's knob to search (default 8)")
+    p.add_argument("--refine", type=int, default=3,
+                   help="extra log-spaced strengths between the two that cross --min-gur (default 3; 0: none)")
     p.add_argument("--seeds", default="0", help="seeds to average over (default 0)")
     p.add_argument("--min-gur", type=float, default=DEFAULT_MIN_GUR,
                    help=f"utility floor of the selection rule, in %% (default {DEFAULT_MIN_GUR:g})")
