@@ -12,15 +12,31 @@ chosen by ``r2f-bench tune`` on RWKU's dev split (docs/tuning.md).
 loss over the *same views* R2F averages (every view of the request), one step with the
 same rule. R2F approximates this gradient from LoRA gradients, so it is R2F's upper
 bound in quality and the method to beat in cost at equal views.
+
+``fullgrad_fused`` is FullGrad's update without FullGrad's gradient buffer: the exact
+gradient of the same loss on the same view, applied matrix by matrix inside the
+backward pass as each gradient arrives (the fused update of LOMO, Lv et al. 2023,
+"Full Parameter Fine-tuning for Large Language Models with Limited Resources"). The
+relative step needs the global norm ‖G‖ before anything is applied, so a first
+backward pass only measures it (as fused-update methods do for gradient clipping) and
+a second applies. Both passes take the view in one batch: the norm of a gradient summed
+over micro-batches cannot be had without holding it, so where FullGrad would split the
+view (more than 8 sequences) the two differ in activation memory, not in the step.
 """
 
 from __future__ import annotations
 
+import math
+
+import torch
+
 from .. import hookimpl
-from ..gradients import exact_gradients
+from ..errors import UserError
+from ..gradients import check_finite, exact_gradients, linear_weights
 from ..lora import target_modules
-from ..one_step import OneStepUnlearner, StepParams, all_views
-from ..unlearner import tuned
+from ..losses import check_loss, unlearning_loss
+from ..one_step import OneStepUnlearner, StepParams, all_views, norm
+from ..unlearner import Edit, Unlearner, tuned
 
 
 class FullGrad(OneStepUnlearner):
@@ -43,7 +59,56 @@ class FullGradMultiview(OneStepUnlearner):
         return grads.__getitem__, {"views_used": len(request.views)}
 
 
+class FullGradFused(Unlearner):
+    name = "fullgrad_fused"
+    description = "FullGrad's step applied inside backward (LOMO-style fused update): no full gradient buffer."
+    Params = FullGrad.Params
+    strength = OneStepUnlearner.strength
+
+    def unlearn(self, model, request, ctx):
+        weights = linear_weights(model, target_modules(model))
+        w_norm = sum(norm(w) ** 2 for w in weights.values()) ** 0.5
+        squares: list[float] = []
+        fused_backward(model, ctx.tokenizer, request.facts, self.params.loss, weights,
+                       lambda w: squares.append(norm(w.grad) ** 2))
+        g_norm = math.fsum(squares) ** 0.5
+        if not math.isfinite(g_norm) or g_norm == 0.0:
+            raise UserError("the unlearning gradient is zero or not finite; check the untouched model and its dtype.")
+        scale = -self.params.step * w_norm / g_norm
+        fused_backward(model, ctx.tokenizer, request.facts, self.params.loss, weights,
+                       lambda w: w.data.add_(w.grad.to(w.dtype), alpha=scale))
+        return Edit(model, {"views_used": 1, "grad_norm": g_norm})
+
+
+def fused_backward(model, tokenizer, probes, loss, weights, on_gradient) -> None:
+    """One backward pass of the mean unlearning loss over ``probes`` in which each weight's
+    gradient, as soon as it is complete, goes to ``on_gradient(weight)`` and is freed."""
+    saved = {p: p.requires_grad for p in model.parameters()}
+    for p in model.parameters():
+        p.requires_grad_(False)
+
+    def consume(w):
+        check_finite([w.grad])
+        with torch.no_grad():
+            on_gradient(w)
+        w.grad = None
+
+    for w in weights.values():
+        w.requires_grad_(True)
+    hooks = [w.register_post_accumulate_grad_hook(consume) for w in weights.values()]
+    try:
+        value = unlearning_loss(model, tokenizer, probes, loss)
+        check_loss(value)
+        value.backward()
+    finally:
+        for h in hooks:
+            h.remove()
+        for p, flag in saved.items():
+            p.requires_grad_(flag)
+
+
 @hookimpl
 def register_unlearners(register):
     register(FullGrad)
     register(FullGradMultiview)
+    register(FullGradFused)

@@ -139,3 +139,17 @@ def test_r2f_peak_memory_is_a_fraction_of_fullgrads(tiny, context, tmp_path):
         peaks[name] = cost.peak_mem_mb
     assert peaks["fullgrad"] > gradient_mb  # it holds every matrix's gradient, and activations
     assert peaks["r2f"] < peaks["fullgrad"] - 0.5 * gradient_mb, (peaks, gradient_mb)
+
+
+def test_fused_fullgrad_takes_fullgrads_step_without_its_buffer(tiny, context):
+    """The LOMO-style fused update lands on FullGrad's weights (same loss, view and
+    relative step), while never holding a gradient for more than one matrix."""
+    _, _, request, plain = run_method("fullgrad", tiny, context, step=0.02, loss="ascent")
+    assert len(request.facts) <= 8  # one micro-batch: FullGrad's chunking cannot change the step
+    _, _, _, fused = run_method("fullgrad_fused", tiny, context, step=0.02, loss="ascent")
+    moved = [(a - b).norm() for a, b in zip(plain.model.parameters(), tiny["model"].parameters())]
+    assert max(moved) > 0
+    for a, b, m in zip(fused.model.parameters(), plain.model.parameters(), moved):
+        assert torch.allclose(a, b, atol=1e-6 + 1e-4 * float(m)), "fused and buffered steps differ"
+    assert fused.info["grad_norm"] == pytest.approx(plain.info["grad_norm"], rel=1e-4)
+    assert all(p.grad is None for p in fused.model.parameters())
