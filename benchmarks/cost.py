@@ -1,8 +1,9 @@
-"""Per-deletion wall time and peak memory of every method at two model sizes, in one
-run, as ratios against FullGrad (the paper's Table 5, on this machine).
+"""Per-deletion wall time and peak memory of every method at model sizes from 1M to 425M
+parameters, in one run, as ratios against FullGrad and against the exact gradient over
+R2F's views (the paper's Table 5, on this machine).
 
-    python benchmarks/cost.py                       # embedded size and a ~25x larger one
-    python benchmarks/cost.py --sizes embedded:mistral-h256-l4 --methods r2f,fullgrad,lora_multi
+    python benchmarks/cost.py                       # 1M, 25M, 99M and 425M parameters
+    python benchmarks/cost.py --sizes embedded:mistral-h512-l8 --methods r2f,fullgrad,fullgrad_fused --json
 
 Each size is built from config with a fixed seed and *not* taught: what a deletion
 costs does not depend on what the model knows. The deletion request is the first
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import json
 import statistics
 import sys
 import tempfile
@@ -33,9 +35,10 @@ from r2f_bench.tasks.rwku import RWKU
 from r2f_bench.unlearner import Context, Proxy
 from r2f_bench.views import Paraphraser, build_views
 
-DEFAULT_SIZES = "embedded:mistral-h128-l4,embedded:mistral-h512-l8"
+DEFAULT_SIZES = "embedded:mistral-h128-l4,embedded:mistral-h512-l8,embedded:mistral-h768-l14,embedded:mistral-h1536-l15"
 PROXY = "embedded:mistral-h64-l2"
-REFERENCE = "fullgrad"
+REFERENCES = ("fullgrad", "fullgrad_multiview")  # ratios are to these, where measured
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 def measure_method(name: str, model: torch.nn.Module, request: ForgetRequest, ctx: Context,
@@ -61,8 +64,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--methods", default="all", help="methods, comma-separated, or all")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--dtype", choices=DTYPES, default="float32")
     parser.add_argument("--threads", type=int, default=1,
                         help="CPU threads, the same for every method (default 1: stable timings on a shared machine)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object per (size, method) instead")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
 
@@ -73,14 +78,17 @@ def main(argv: list[str] | None = None) -> int:
     target = bench.targets[0]
     request = ForgetRequest(target=target.id, views=views(target.request), retain=bench.retain_pool())
     names = [i.name for i in registry().listing("method")] if args.methods == "all" else args.methods.split(",")
-    names = [REFERENCE] + [n for n in names if n != REFERENCE]
-    proxy = build_model(EmbeddedSpec.parse(PROXY), tok).to(args.device)
+    names = [r for r in REFERENCES if r in names] + [n for n in names if n not in REFERENCES]
+    dtype = DTYPES[args.dtype]
+    proxy = build_model(EmbeddedSpec.parse(PROXY), tok).to(args.device, dtype)
 
-    print(f"deletion: {target.id}, {len(request.facts)} facts x {len(request.views)} views; device {args.device}; "
-          f"median of {args.repeats}; models built from config, untaught")
+    say = (lambda *a, **k: None) if args.json else print
+    say(f"deletion: {target.id}, {len(request.facts)} facts x {len(request.views)} views; device {args.device}, "
+        f"{args.dtype}, {args.threads} thread(s); median of {args.repeats}; models built from config, untaught; "
+        f"peak memory above the loaded weights, measured the same way for every method")
     for spec in args.sizes.split(","):
         torch.manual_seed(0)
-        model = build_model(EmbeddedSpec.parse(spec), tok).to(args.device).eval()
+        model = build_model(EmbeddedSpec.parse(spec), tok).to(args.device, dtype).eval()
         n = sum(p.numel() for p in model.parameters())
         with tempfile.TemporaryDirectory() as cache:
             ctx = Context(tokenizer=tok, dev_targets=bench.dev_targets, retain_pool=bench.retain_pool(), seed=0,
@@ -88,11 +96,18 @@ def main(argv: list[str] | None = None) -> int:
                           probe_roles=task.roles_of(bench, bench.dev_targets),
                           proxy=Proxy(PROXY, PROXY, lambda: (proxy, tok)), progress=lambda m: None)
             rows = {name: measure_method(name, model, request, ctx, args.repeats) for name in names}
-        ref_s, ref_mb = rows[REFERENCE]
-        print(f"\n{spec}: {n / 1e6:.1f}M parameters ({4 * n / 2**20:.0f} MB of float32 weights)")
-        print(f"{'method':<14}{'seconds':>10}{'peak MB':>10}{'time / FullGrad':>17}{'memory / FullGrad':>19}")
-        for name, (s, mb) in rows.items():
-            print(f"{name:<14}{s:>10.3f}{mb:>10.1f}{s / ref_s:>17.2f}{mb / max(ref_mb, 1e-9):>19.2f}")
+        refs = [r for r in REFERENCES if r in rows]
+        say(f"\n{spec}: {n / 1e6:.1f}M parameters ({n * model.dtype.itemsize / 2**20:.0f} MB of {args.dtype} weights)")
+        say(f"{'method':<20}{'seconds':>10}{'peak MB':>10}" + "".join(f"{'s / ' + r:>26}{'MB / ' + r:>26}" for r in refs))
+        for name, (sec, mb) in rows.items():
+            ratios = {r: (sec / rows[r][0], mb / max(rows[r][1], 1e-9)) for r in refs}
+            if args.json:
+                print(json.dumps({"size": spec, "params": n, "method": name, "seconds": sec, "peak_extra_mb": mb,
+                                  "views": len(request.views), "dtype": args.dtype, "device": args.device,
+                                  **{f"{k}_vs_{r}": v for r, (t, m) in ratios.items()
+                                     for k, v in (("seconds", t), ("memory", m))}}))
+            else:
+                say(f"{name:<20}{sec:>10.3f}{mb:>10.1f}" + "".join(f"{t:>26.2f}{m:>26.2f}" for t, m in ratios.values()))
     return 0
 
 
