@@ -20,20 +20,24 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import os
 import statistics
 import sys
 import tempfile
 from pathlib import Path
 
-import torch
+os.environ.setdefault("TQDM_DISABLE", "1")  # library bars off; tqdm reads this when first imported
 
-from r2f_bench.data import ForgetRequest
-from r2f_bench.cost import measure
-from r2f_bench.models import EmbeddedSpec, build_model, build_tokenizer, teaching_texts
-from r2f_bench.plugins import registry
-from r2f_bench.tasks.rwku import RWKU
-from r2f_bench.unlearner import Context, Proxy
-from r2f_bench.views import Paraphraser, build_views
+import torch  # noqa: E402
+
+from r2f_bench.cost import measure  # noqa: E402
+from r2f_bench.data import ForgetRequest  # noqa: E402
+from r2f_bench.models import EmbeddedSpec, build_model, build_tokenizer, teaching_texts  # noqa: E402
+from r2f_bench.plugins import registry  # noqa: E402
+from r2f_bench.progress import set_quiet  # noqa: E402
+from r2f_bench.tasks.rwku import RWKU  # noqa: E402
+from r2f_bench.unlearner import Context, Proxy  # noqa: E402
+from r2f_bench.views import Paraphraser, build_views  # noqa: E402
 
 DEFAULT_SIZES = "embedded:mistral-h128-l4,embedded:mistral-h512-l8,embedded:mistral-h768-l14,embedded:mistral-h1536-l15"
 PROXY = "embedded:mistral-h64-l2"
@@ -70,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print one JSON object per (size, method) instead")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
+    set_quiet(True)  # the table is the output
 
     task = RWKU()
     bench = task.load(None, None, 1, n_dev=2)
