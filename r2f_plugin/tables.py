@@ -132,15 +132,13 @@ def metric_table(records: Sequence[Record], metrics: Sequence[str], name: str, t
 
 
 def flag_below_floor(table: Table, floor: float = DEFAULT_MIN_GUR) -> Table:
-    """Mark with † the rows whose mean GUR on some dataset is below the floor the shipped
-    defaults were tuned for: there a method's chosen point no longer holds."""
+    """Name in the note the rows whose mean GUR on some dataset is below the floor the
+    shipped defaults were tuned for: there a method's chosen point no longer holds."""
     gur = [j for j, col in enumerate(table.columns) if col.key.endswith(".gur")]
-    flagged = [i for i, (_, cells) in enumerate(table.rows) if any(cells[j] and cells[j].mean < floor for j in gur)]
-    for i in flagged:
-        table.rows[i] = (table.rows[i][0] + " †", table.rows[i][1])
+    flagged = [label for label, cells in table.rows if any(cells[j] and cells[j].mean < floor for j in gur)]
     if flagged:
-        table.note += (f" †: GUR below the {floor:g}% floor its defaults were tuned for on the dev split "
-                       f"(r2f-bench tune); compare such methods on the frontier (r2f-bench frontier).")
+        table.note += (f" Below the {floor:g}% GUR floor their defaults were tuned for on the dev split "
+                       f"(r2f-bench tune): {', '.join(flagged)}; compare them on the frontier (r2f-bench frontier).")
     return table
 
 

@@ -17,7 +17,7 @@ The same rule for every method, one seed unless ``--seeds`` says otherwise, and
 never a look at the evaluation targets. The defaults shipped in each method's
 ``Params`` are the choices this command made on RWKU's dev split with the embedded
 models (``docs/tuning.md`` records the searches, made with the coarser grids of the
-time); tables mark a method whose evaluation GUR falls below the floor it was tuned
+time); table captions name a method whose evaluation GUR falls below the floor it was tuned
 for (:data:`DEFAULT_MIN_GUR`).
 """
 
