@@ -31,7 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .. import hookimpl
-from ..lora import average, lora_gradients, lora_probe, lora_step_direction
+from ..lora import average, lora_probe, lora_step_direction
 from ..one_step import OneStepUnlearner, StepParams
 from ..unlearner import at_least, tuned
 
@@ -52,13 +52,9 @@ class LoraSingle(OneStepUnlearner):
     def gradient(self, model, request, ctx):
         p = self.params
         views = request.views if self.multi_view else [request.facts]
-        with lora_probe(model, p.rank, seed=ctx.seed) as pm:
-            grads = average([lora_gradients(pm, ctx.tokenizer, view, p.loss)[0] for view in views])
-
-        def gradient(name):
-            return grads[name].as_weight(lora_step_direction(grads[name]))
-
-        return gradient, {"views_used": len(views), "rank": p.rank}
+        grads = average(lora_probe(model, p.rank, seed=ctx.seed).gradients(ctx.tokenizer, views, p.loss))
+        directions = {name: lora_step_direction(g) for name, g in grads.items()}
+        return directions.__getitem__, {"views_used": len(views), "rank": p.rank}
 
 
 class LoraMulti(LoraSingle):

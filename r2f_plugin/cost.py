@@ -1,4 +1,4 @@
-"""Per-deletion wall time and peak memory."""
+"""Per-deletion wall time and peak memory, and where the time goes (phases)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import os
 import threading
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from typing import Iterator
 
 import torch
@@ -86,3 +87,52 @@ def measure(device: torch.device | str = "cpu", interval: float = 0.002) -> Iter
         thread.join()
         peak[0] = max(peak[0], _allocated_bytes())
         cost.peak_mem_mb = (peak[0] - base) / 2**20
+
+
+@dataclass
+class Phases:
+    """Seconds per named phase, each exclusive of the phases nested inside it."""
+
+    seconds: dict[str, float] = field(default_factory=dict)
+    _open: list[list[float]] = field(default_factory=list)  # [start, nested seconds] per open phase
+
+
+_active: ContextVar[Phases | None] = ContextVar("r2f_bench_phases", default=None)
+
+
+def _sync() -> None:
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+
+
+@contextmanager
+def phases() -> Iterator[Phases]:
+    """Collect the :func:`phase` timings of the code run inside the block."""
+    collector = Phases()
+    token = _active.set(collector)
+    try:
+        yield collector
+    finally:
+        _active.reset(token)
+
+
+@contextmanager
+def phase(name: str) -> Iterator[None]:
+    """Time a block into the active :func:`phases` collector; a no-op without one, so
+    methods can mark their phases at no cost (autograd hooks run on CUDA's own
+    threads, where they are not seen)."""
+    collector = _active.get()
+    if collector is None:
+        yield
+        return
+    _sync()
+    collector._open.append([time.perf_counter(), 0.0])
+    try:
+        yield
+    finally:
+        _sync()
+        start, nested = collector._open.pop()
+        spent = time.perf_counter() - start
+        collector.seconds[name] = collector.seconds.get(name, 0.0) + spent - nested
+        if collector._open:
+            collector._open[-1][1] += spent

@@ -28,10 +28,7 @@ def encode(tokenizer: Any, probes: Sequence[Probe], answers: Sequence[str] | Non
     answers = answers if answers is not None else [p.answer for p in probes]
     seqs, labels = [], []
     for p, a in zip(probes, answers):
-        prompt = tokenizer(p.prompt, add_special_tokens=False)["input_ids"]
-        answer = tokenizer(" " + a, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
-        ids = (prompt + answer)[-MAX_LENGTH:]
-        n_ans = min(len(answer), len(ids))
+        ids, n_ans = _token_ids(tokenizer, p.prompt, a)
         seqs.append(ids)
         labels.append([-100] * (len(ids) - n_ans) + ids[len(ids) - n_ans:])
     width = max(len(s) for s in seqs)
@@ -41,6 +38,35 @@ def encode(tokenizer: Any, probes: Sequence[Probe], answers: Sequence[str] | Non
         "attention_mask": torch.tensor([[1] * len(s) + [0] * (width - len(s)) for s in seqs], device=device),
         "labels": torch.tensor([lab + [-100] * (width - len(lab)) for lab in labels], device=device),
     }
+
+
+def _token_ids(tokenizer: Any, prompt: str, answer: str) -> tuple[list[int], int]:
+    """The token ids of one sequence (cut to :data:`MAX_LENGTH` from the end) and how
+    many of them are the answer's."""
+    prompt_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+    answer_ids = tokenizer(" " + answer, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+    ids = (prompt_ids + answer_ids)[-MAX_LENGTH:]
+    return ids, min(len(answer_ids), len(ids))
+
+
+def token_batches(tokenizer: Any, probes: Sequence[Probe], max_sequences: int,
+                  max_tokens: int = 0) -> Iterator[list[Probe]]:
+    """Consecutive chunks of ``probes`` of at most ``max_sequences`` sequences and, when
+    ``max_tokens`` > 0, at most ``max_tokens`` padded tokens (sequences × the longest),
+    so the activations of one pass stay bounded whatever the number of probes; a
+    sequence longer than the budget goes alone."""
+    chunk: list[Probe] = []
+    width = 0
+    for p in probes:
+        n = len(_token_ids(tokenizer, p.prompt, p.answer)[0])
+        wider = max(width, n)
+        if chunk and (len(chunk) == max_sequences or (max_tokens and (len(chunk) + 1) * wider > max_tokens)):
+            yield chunk
+            chunk, wider = [], n
+        chunk.append(p)
+        width = wider
+    if chunk:
+        yield chunk
 
 
 def batches(items: Sequence[Any], size: int, rng: random.Random | None = None) -> Iterable[list[Any]]:

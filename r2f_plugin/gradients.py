@@ -14,15 +14,18 @@ from .errors import UserError
 from .losses import backward_mean
 
 
-def linear_weights(model: torch.nn.Module, modules: Sequence[str]) -> dict[str, torch.nn.Parameter]:
-    """The weight matrices of the linear layers whose name ends with one of ``modules``."""
-    out = {}
-    for name, module in model.named_modules():
-        if name.split(".")[-1] in modules and hasattr(module, "weight") and module.weight.dim() == 2:
-            out[name] = module.weight
+def linear_modules(model: torch.nn.Module, modules: Sequence[str]) -> dict[str, torch.nn.Module]:
+    """The linear layers whose name ends with one of ``modules``, by full name."""
+    out = {name: module for name, module in model.named_modules()
+           if name.split(".")[-1] in modules and hasattr(module, "weight") and module.weight.dim() == 2}
     if not out:
         raise UserError(f"the model has no linear layers named {', '.join(modules)}; set target modules that exist in this architecture.")
     return out
+
+
+def linear_weights(model: torch.nn.Module, modules: Sequence[str]) -> dict[str, torch.nn.Parameter]:
+    """The weight matrices of :func:`linear_modules`."""
+    return {name: module.weight for name, module in linear_modules(model, modules).items()}
 
 
 def exact_gradients(model: torch.nn.Module, tokenizer: Any, probes: Sequence[Probe], loss: str,

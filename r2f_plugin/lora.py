@@ -1,13 +1,15 @@
-"""LoRA adapters used as gradient probes, and the role of each adapted matrix.
+"""LoRA gradient probes, PEFT LoRA adapters, and the role of each adapted matrix.
 
-R2F and the LoRA baselines attach PEFT LoRA adapters to the target's linear layers
-and read gradients of the adapter factors. For layer ``W`` (d_out × d_in) with
-``ΔW = s · B A`` (A: r × d_in, B: d_out × r) and true gradient ``G``:
-``∇B = s · G Aᵀ`` (right sketch) and ``∇A = s · Bᵀ G`` (left sketch).
+R2F and the LoRA baselines read the gradients of LoRA factors on the target's linear
+layers. For layer ``W`` (d_out × d_in) with ``ΔW = s · B A`` (A: r × d_in, B: d_out × r)
+and true gradient ``G``: ``∇B = s · G Aᵀ`` (right sketch) and ``∇A = s · Bᵀ G`` (left
+sketch). :class:`LoraProbe` computes them with hooks on the layers, without adapters
+(PEFT's wrappers cost more than the sketches on small models); SKU trains real PEFT
+adapters (:func:`lora_adapters`).
 
-PEFT's default init (B = 0) makes ``∇A = 0``; we initialise *both* factors small and
-random ("two-sided" init: A ~ N(0, 1/d_in), B ~ N(0, ε²/r)) so both sketches are
-observed while ``s·BA`` stays negligible (the model is unchanged to first order).
+PEFT's default init (B = 0) makes ``∇A = 0``; the probes initialise *both* factors
+small and random ("two-sided" init: A ~ N(0, 1/d_in), B ~ N(0, ε²/r)) so both
+sketches are observed.
 """
 
 from __future__ import annotations
@@ -18,11 +20,13 @@ from typing import Any, Iterator, Sequence
 
 import torch
 
+from .cost import phase
 from .data import Probe
-from .encoding import batches
+from .encoding import token_batches
 from .errors import UserError
-from .gradients import check_finite
-from .losses import BATCH, backward_mean, check_loss, sequence_losses
+from .gradients import check_finite, exact_gradients, linear_modules
+from .losses import BATCH, check_loss, sequence_losses
+from .lowrank import LowRank
 
 # Module names per architecture family; each maps to a role shared across families,
 # which is what lets a decoder fitted on one family be applied to another.
@@ -95,123 +99,147 @@ def lora_adapters(model: torch.nn.Module, rank: int, modules: Sequence[str] | No
             p.requires_grad_(flag)
 
 
-@contextmanager
-def lora_probe(model: torch.nn.Module, rank: int, modules: Sequence[str] | None = None,
-               seed: int = 0) -> Iterator[Any]:
-    """LoRA adapters used as gradient probes: :func:`lora_adapters` with the
-    two-sided init (both factors random, ``s·BA`` negligible), seeded."""
-    with lora_adapters(model, rank, modules) as peft_model:
-        gen = torch.Generator().manual_seed(seed)
-        with torch.no_grad():
-            for layer in lora_layers(peft_model).values():
-                A, B = layer.lora_A["default"].weight, layer.lora_B["default"].weight
-                A.copy_(torch.randn(A.shape, generator=gen) / A.shape[1] ** 0.5)
-                B.copy_(torch.randn(B.shape, generator=gen) * INIT_EPS / rank ** 0.5)
-        yield peft_model
-
-
 def lora_layers(peft_model: Any) -> dict[str, Any]:
+    """The PEFT LoRA layers of an adapted model, by their name in the base model."""
     from peft.tuners.lora import LoraLayer
 
     return {name.replace("base_model.model.", "", 1): m for name, m in peft_model.named_modules()
             if isinstance(m, LoraLayer)}
 
 
-def lora_gradients(peft_model: Any, tokenizer: Any, probes: Sequence[Probe], loss: str,
-                   with_full: bool = False) -> tuple[dict[str, LoraGrad], dict[str, torch.Tensor]]:
-    """Gradients of the mean unlearning loss over ``probes`` w.r.t. every LoRA factor.
+@dataclass
+class LoraProbe:
+    """Random LoRA factors on a model's linear layers, read as gradient probes.
 
-    With ``with_full`` the same backward also yields the exact gradient of each
-    adapted base weight, as (d_out × d_in): this is how decoder fitting (on the
-    proxy) and the evaluation-only cosine (on the target) get ground truth.
-    Returns (lora gradients, full gradients or {}).
+    For an adapter ``s·B A`` on layer ``W`` at these factors, the adapter's gradients are
+    ``∇B = s·G Aᵀ`` and ``∇A = s·Bᵀ G``: two rank-``r`` sketches of the layer's gradient
+    ``G``. The probe computes them without attaching an adapter: hooks on the layers see
+    each input ``x_t`` and output gradient ``δ_t`` and add ``∇B += s·δ_t (A x_t)ᵀ`` and
+    ``∇A += s·(Bᵀ δ_t) x_tᵀ``, while the frozen model back-propagates activations only
+    (no weight gradient is formed). These are a PEFT adapter's gradients at ``B A = 0``
+    exactly; with PEFT's forward, which adds the ``O(ε)`` adapter, they differ by ``O(ε)``.
     """
-    layers = lora_layers(peft_model)
-    params = [p for layer in layers.values() for p in _factors(layer)]
-    bases = [layer.base_layer.weight for layer in layers.values()] if with_full else []
-    for p in params + bases:
-        p.grad = None
-    for w in bases:
-        w.requires_grad_(True)
-    try:
-        backward_mean(peft_model, tokenizer, probes, loss)
-        out, full = {}, {}
-        for name, layer in layers.items():
-            A, B = _factors(layer)
-            check_finite([A.grad, B.grad])
-            transposed = bool(getattr(layer, "fan_in_fan_out", False))
-            out[name] = LoraGrad(A=A.detach().clone(), B=B.detach().clone(), gA=A.grad.detach().clone(),
-                                 gB=B.grad.detach().clone(), scale=float(layer.scaling["default"]),
-                                 transposed=transposed)
-            if with_full:
-                g = layer.base_layer.weight.grad.detach()
-                full[name] = (g.T if transposed else g).clone()
-        return out, full
-    finally:
-        for p in params + bases:
-            p.grad = None
-        for w in bases:
-            w.requires_grad_(False)
 
+    model: torch.nn.Module
+    modules: tuple[str, ...]
+    layers: dict[str, torch.nn.Module]
+    factors: dict[str, tuple[torch.Tensor, torch.Tensor]]  # name -> (A: r × d_in, B: d_out × r)
+    scale: float = 1.0  # PEFT's lora_alpha / r with alpha = r
 
-def grouped_lora_gradients(peft_model: Any, tokenizer: Any, groups: Sequence[Sequence[Probe]],
-                           loss: str) -> list[dict[str, LoraGrad]]:
-    """The LoRA gradients of each group's mean unlearning loss, from batched passes.
+    def sketch(self, name: str, gradient: torch.Tensor) -> LoraGrad:
+        """The LoRA gradients of layer ``name`` given its exact gradient (d_out × d_in)."""
+        A, B = self.factors[name]
+        g = gradient.to(A.dtype)
+        return LoraGrad(A=A, B=B, gA=self.scale * (B.T @ g), gB=self.scale * (g @ A.T), scale=self.scale,
+                        transposed=_transposed(self.layers[name]))
 
-    Sequences are independent, so each group's gradient can be assembled from what
-    the adapters see during one batched backward (captured by hooks, as per-example
-    gradients are in DP-SGD): for ``u = A x`` and ``v = B u``, summing over the
-    group's tokens, ``∇A = Σ_t (∂L/∂u_t) x_tᵀ`` and ``∇B = Σ_t (∂L/∂v_t) u_tᵀ``. All
-    groups then cost one pass over their sequences instead of one backward per
-    group; the result equals :func:`lora_gradients` on each group (tested).
-    """
-    layers = lora_layers(peft_model)
-    factors = {name: tuple(f.detach().clone() for f in _factors(layer)) for name, layer in layers.items()}
-    probes = [p for g in groups for p in g]
-    owner = [i for i, g in enumerate(groups) for _ in g]
-    sums = {name: (A.new_zeros(len(groups), *A.shape), B.new_zeros(len(groups), *B.shape))
-            for name, (A, B) in factors.items()}
-    spans: list[tuple[int, int, int]] = []  # (group, first, end) rows of the chunk being back-propagated
+    def exact(self, tokenizer: Any, probes: Sequence[Probe],
+              loss: str) -> tuple[dict[str, LoraGrad], dict[str, torch.Tensor]]:
+        """The exact gradient of the mean unlearning loss over ``probes`` for every probed
+        layer (d_out × d_in) and its sketches: ground truth for decoder fitting (on the
+        proxy) and for the evaluation-only cosine (on the target)."""
+        grads = exact_gradients(self.model, tokenizer, probes, loss, self.modules)
+        full = {name: (g.T if _transposed(self.layers[name]) else g) for name, g in grads.items()}
+        return {name: self.sketch(name, g) for name, g in full.items()}, full
 
-    def capture(name: str, factor: int):
-        """Forward hook on a LoRA factor: when its output's gradient arrives, add each
-        group's share of that factor's gradient to the group's sum (nothing is kept)."""
-        def hook(module, args, out):
-            held = [args[0].detach()]  # released once used: the graph may outlive the pass
+    def gradients(self, tokenizer: Any, groups: Sequence[Sequence[Probe]], loss: str,
+                  max_tokens: int = 0) -> list[dict[str, LoraGrad]]:
+        """The LoRA gradients of each group's mean unlearning loss, streamed in micro-batches.
 
-            def accumulate(grad: torch.Tensor) -> None:
-                inputs, total = held.pop(), sums[name][factor]
-                for group, first, end in spans:
-                    g = grad[first:end].reshape(-1, grad.shape[-1])
-                    x = inputs[first:end].reshape(-1, inputs.shape[-1])
-                    total[group] += (g.T @ x).to(total.dtype) / len(groups[group])
-            out.register_hook(accumulate)
-        return hook
+        Sequences are independent, so each group's share of a batched backward can be
+        summed apart (as per-example gradients are in DP-SGD). A pass takes at most
+        :data:`~r2f_bench.losses.BATCH` sequences and ``max_tokens`` padded tokens (0: no
+        token limit), so peak activations are one micro-batch's however many groups and
+        views there are, and only ``len(groups)`` pairs of rank-``r`` sums are kept.
+        Equals one exact backward per group, sketched (tested).
+        """
+        probes = [p for g in groups for p in g]
+        owner = [i for i, g in enumerate(groups) for _ in g]
+        sums = {name: (A.new_zeros(len(groups), *A.shape), B.new_zeros(len(groups), *B.shape))
+                for name, (A, B) in self.factors.items()}
+        spans: list[tuple[int, int, int]] = []  # (group, first, end) rows of the micro-batch in flight
 
-    handles = []
-    for name, layer in layers.items():
-        handles.append(layer.lora_A["default"].register_forward_hook(capture(name, 0)))
-        handles.append(layer.lora_B["default"].register_forward_hook(capture(name, 1)))
-    try:
+        def capture(name: str):
+            """Forward hook: when the layer's output gradient arrives, add each group's
+            share of the sketches to its sums; the input is released once used."""
+            A, B = self.factors[name]
+            sum_A, sum_B = sums[name]
+
+            def hook(module, args, out):
+                held = [args[0].detach()]
+
+                def accumulate(grad: torch.Tensor) -> None:
+                    inputs = held.pop()
+                    with phase("sketch"):
+                        for group, first, end in spans:
+                            d = grad[first:end].reshape(-1, grad.shape[-1]).to(A.dtype)
+                            x = inputs[first:end].reshape(-1, inputs.shape[-1]).to(A.dtype)
+                            weight = self.scale / len(groups[group])
+                            sum_B[group].addmm_(d.T, x @ A.T, alpha=weight)
+                            sum_A[group].addmm_((d @ B).T, x, alpha=weight)
+                out.register_hook(accumulate)
+            return hook
+
         start = 0
-        for chunk in batches(probes, BATCH):
-            spans[:] = runs(owner[start:start + len(chunk)])
-            losses = sequence_losses(peft_model, tokenizer, chunk, loss)
-            check_loss(losses)
-            losses.sum().backward()  # sequences are independent: each gets its own loss's gradient
-            del losses
-            start += len(chunk)
+        with _frozen_but_differentiable(self.model):
+            handles = [layer.register_forward_hook(capture(name)) for name, layer in self.layers.items()]
+            try:
+                for chunk in token_batches(tokenizer, probes, BATCH, max_tokens):
+                    spans[:] = runs(owner[start:start + len(chunk)])
+                    with phase("forward"):
+                        losses = sequence_losses(self.model, tokenizer, chunk, loss)
+                        check_loss(losses)
+                    with phase("backward"):
+                        losses.sum().backward()  # each sequence gets its own loss's gradient
+                    del losses
+                    start += len(chunk)
+            finally:
+                for h in handles:
+                    h.remove()
+        check_finite(t for pair in sums.values() for t in pair)
+        return [{name: LoraGrad(A=A, B=B, gA=sums[name][0][i], gB=sums[name][1][i], scale=self.scale,
+                                transposed=_transposed(self.layers[name]))
+                 for name, (A, B) in self.factors.items()}
+                for i in range(len(groups))]
+
+
+def lora_probe(model: torch.nn.Module, rank: int, modules: Sequence[str] | None = None,
+               seed: int = 0) -> LoraProbe:
+    """Seeded two-sided LoRA factors, float32 on each layer's device, for every adapted
+    linear layer of ``model`` (the model itself is not changed)."""
+    if rank < 1:
+        raise UserError(f"LoRA rank must be at least 1, got {rank}.")
+    modules = tuple(modules or target_modules(model))
+    layers = linear_modules(model, modules)
+    gen = torch.Generator().manual_seed(seed)
+    factors = {}
+    for name, layer in layers.items():
+        d_out, d_in = layer.weight.shape[::-1] if _transposed(layer) else layer.weight.shape
+        A = torch.randn(rank, d_in, generator=gen) / d_in ** 0.5
+        B = torch.randn(d_out, rank, generator=gen) * INIT_EPS / rank ** 0.5
+        factors[name] = (A.to(layer.weight.device), B.to(layer.weight.device))
+    return LoraProbe(model, modules, layers, factors)
+
+
+def _transposed(layer: torch.nn.Module) -> bool:
+    """The layer stores W as (d_in × d_out): GPT-2's Conv1D."""
+    return type(layer).__name__ == "Conv1D"
+
+
+@contextmanager
+def _frozen_but_differentiable(model: torch.nn.Module) -> Iterator[None]:
+    """No parameter takes a gradient, yet activations do: the input embeddings' output
+    is made to require one, so the backward pass reaches every layer's output."""
+    saved = {p: p.requires_grad for p in model.parameters()}
+    for p in model.parameters():
+        p.requires_grad_(False)
+    handle = model.get_input_embeddings().register_forward_hook(lambda m, a, out: out.requires_grad_(True))
+    try:
+        yield
     finally:
-        for h in handles:
-            h.remove()
-        for p in peft_model.parameters():
-            p.grad = None
-    check_finite(t for pair in sums.values() for t in pair)
-    return [{name: LoraGrad(A=factors[name][0], B=factors[name][1], gA=sums[name][0][i], gB=sums[name][1][i],
-                            scale=float(layer.scaling["default"]),
-                            transposed=bool(getattr(layer, "fan_in_fan_out", False)))
-             for name, layer in layers.items()}
-            for i in range(len(groups))]
+        handle.remove()
+        for p, flag in saved.items():
+            p.requires_grad_(flag)
 
 
 def runs(labels: Sequence[int]) -> list[tuple[int, int, int]]:
@@ -225,10 +253,6 @@ def runs(labels: Sequence[int]) -> list[tuple[int, int, int]]:
     return out
 
 
-def _factors(layer: Any) -> tuple[torch.nn.Parameter, torch.nn.Parameter]:
-    return layer.lora_A["default"].weight, layer.lora_B["default"].weight
-
-
 def average(grads: Sequence[dict[str, LoraGrad]]) -> dict[str, LoraGrad]:
     """Average LoRA gradients over views (the factors themselves are shared)."""
     first = grads[0]
@@ -238,10 +262,11 @@ def average(grads: Sequence[dict[str, LoraGrad]]) -> dict[str, LoraGrad]:
             for name, g in first.items()}
 
 
-def lora_step_direction(g: LoraGrad) -> torch.Tensor:
-    """The change of ``W`` (as d_out × d_in) per unit LoRA gradient step, to first order.
+def lora_step_direction(g: LoraGrad) -> LowRank:
+    """The change of ``W`` per unit LoRA gradient step, to first order, as two factors.
 
     A step (−∇A, −∇B) changes ``s·BA`` by ``−s(∇B A + B ∇A)``; this is the direction
-    single/multi-view LoRA unlearning moves the effective weight.
+    single/multi-view LoRA unlearning moves the effective weight:
+    ``s·[∇B, B] [A; ∇A]``, of rank 2r.
     """
-    return g.scale * (g.gB @ g.A + g.B @ g.gA)
+    return LowRank(torch.cat([g.gB, g.B], 1).mul_(g.scale), torch.cat([g.A, g.gA], 0), g.transposed)

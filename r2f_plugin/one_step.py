@@ -17,11 +17,13 @@ from typing import Any, Callable
 
 import torch
 
+from .cost import phase
 from .data import ForgetRequest, Probe
 from .errors import UserError
 from .gradients import check_finite, linear_weights
 from .lora import target_modules
 from .losses import LOSSES
+from .lowrank import LowRank
 from .unlearner import Context, Edit, Strength, Unlearner, fraction, one_of
 
 
@@ -38,26 +40,35 @@ def norm(t: torch.Tensor) -> float:
 
 
 @torch.no_grad()
-def apply_step(weights: dict[str, torch.Tensor], gradient: Callable[[str], torch.Tensor], step: float) -> float:
+def apply_step(weights: dict[str, torch.Tensor], gradient: Callable[[str], torch.Tensor | LowRank],
+               step: float) -> float:
     """Apply ``ΔW = −step · ‖W‖ · G / ‖G‖`` matrix by matrix.
 
-    ``gradient(name)`` produces one matrix's gradient on demand, so a caller that
-    decodes gradients never holds more than one at a time: a first pass takes the
-    norms, a second recomputes and applies. Returns ‖G‖ (global).
+    ``gradient(name)`` gives one matrix's gradient, dense (in the weight's layout) or
+    as :class:`~r2f_bench.lowrank.LowRank` factors; a caller that forms dense gradients
+    on demand never holds more than one at a time. A first pass takes the norms (of
+    factors, from their Gram matrices), a second applies (factors: one ``addmm_`` per
+    matrix). Returns ‖G‖ (global).
     """
-    g_sq = 0.0
-    for name in weights:
-        g = gradient(name)
-        check_finite([g])
-        g_sq += norm(g) ** 2
-        del g
-    w_norm = sum(norm(w) ** 2 for w in weights.values()) ** 0.5
-    g_norm = g_sq ** 0.5
-    if g_norm == 0.0:
-        raise UserError("the unlearning gradient is zero; the model may not know the target (check the untouched model's accuracy).")
-    for name, w in weights.items():
-        w.add_(gradient(name).to(w.dtype), alpha=-step * w_norm / g_norm)
-    return g_norm
+    with phase("apply"):
+        g_sq = 0.0
+        for name in weights:
+            g = gradient(name)
+            check_finite(g.tensors() if isinstance(g, LowRank) else [g])
+            g_sq += g.sq_norm() if isinstance(g, LowRank) else norm(g) ** 2
+            del g
+        w_norm = sum(norm(w) ** 2 for w in weights.values()) ** 0.5
+        g_norm = g_sq ** 0.5
+        if g_norm == 0.0:
+            raise UserError("the unlearning gradient is zero; the model may not know the target (check the untouched model's accuracy).")
+        alpha = -step * w_norm / g_norm
+        for name, w in weights.items():
+            g = gradient(name)
+            if isinstance(g, LowRank):
+                g.add_to(w, alpha)
+            else:
+                w.add_(g.to(w.dtype), alpha=alpha)
+        return g_norm
 
 
 def all_views(request: ForgetRequest) -> list[Probe]:
@@ -74,7 +85,8 @@ class OneStepUnlearner(Unlearner):
     @abstractmethod
     def gradient(self, model: torch.nn.Module, request: ForgetRequest,
                  ctx: Context) -> tuple[Callable[[str], torch.Tensor], dict[str, Any]]:
-        """Return ``gradient(layer_name)`` (in the layer's weight layout) and info to record."""
+        """Return ``gradient(layer_name)`` (dense in the layer's weight layout, or
+        :class:`~r2f_bench.lowrank.LowRank`) and info to record."""
 
     def unlearn(self, model: torch.nn.Module, request: ForgetRequest, ctx: Context) -> Edit:
         gradient, info = self.gradient(model, request, ctx)

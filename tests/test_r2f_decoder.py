@@ -63,18 +63,42 @@ def test_save_load_round_trip_and_mismatch(tmp_path):
         GradientDecoder.load(tmp_path / "bad.safetensors")
 
 
-def test_grouped_lora_gradients_equal_one_backward_per_group(tiny, context):
-    """The hook-assembled per-group gradients R2F uses are the plain per-group gradients."""
-    from r2f_bench.lora import grouped_lora_gradients, lora_gradients, lora_probe
+def test_streamed_sketches_equal_one_exact_backward_per_group(tiny, context):
+    """The hook-assembled per-group LoRA gradients R2F uses, streamed in micro-batches of
+    any token budget, are the sketches of each group's exact gradient."""
+    from r2f_bench.lora import lora_probe
     from r2f_bench.r2f.method import units
 
     facts = tiny["bench"].targets[0].request[:5]
     groups = units(context.make_views(facts), "before")
-    for loss in ("ascent", "unlikelihood"):
-        with lora_probe(tiny["model"], 8, seed=0) as pm:
-            grouped = grouped_lora_gradients(pm, tiny["tok"], groups, loss)
-            single = [lora_gradients(pm, tiny["tok"], g, loss)[0] for g in groups]
-        for mine, ref in zip(grouped, single):
+    probe = lora_probe(tiny["model"], 8, seed=0)
+    for loss, budget in (("ascent", 0), ("unlikelihood", 0), ("unlikelihood", 40)):
+        streamed = probe.gradients(tiny["tok"], groups, loss, max_tokens=budget)
+        single = [probe.exact(tiny["tok"], g, loss)[0] for g in groups]
+        for mine, ref in zip(streamed, single):
             for name in ref:
                 torch.testing.assert_close(mine[name].gA, ref[name].gA, rtol=1e-4, atol=1e-7)
                 torch.testing.assert_close(mine[name].gB, ref[name].gB, rtol=1e-4, atol=1e-7)
+
+
+def test_probe_sketches_are_what_a_peft_adapter_reports(tiny, context):
+    """A PEFT LoRA adapter with the probe's A and a B shrunk towards 0 (so its own forward
+    adds nothing) gets the factor gradients the hooks compute, ∇A scaled with B."""
+    from r2f_bench.lora import lora_adapters, lora_layers, lora_probe
+    from r2f_bench.losses import unlearning_loss
+
+    probes = context.make_views(tiny["bench"].targets[0].request[:2])[0]
+    probe = lora_probe(tiny["model"], 8, seed=3)
+    sketches = probe.gradients(tiny["tok"], [probes], "ascent")[0]
+    shrink = 1e-3
+    with lora_adapters(tiny["model"], 8) as peft_model:
+        layers = lora_layers(peft_model)
+        with torch.no_grad():
+            for name, layer in layers.items():
+                layer.lora_A["default"].weight.copy_(probe.factors[name][0])
+                layer.lora_B["default"].weight.copy_(probe.factors[name][1] * shrink)
+        unlearning_loss(peft_model, tiny["tok"], probes, "ascent").backward()
+        for name, layer in layers.items():
+            for mine, theirs in ((sketches[name].gA * shrink, layer.lora_A["default"].weight.grad),
+                                 (sketches[name].gB, layer.lora_B["default"].weight.grad)):
+                assert float((mine - theirs).norm() / theirs.norm()) < 1e-3, name

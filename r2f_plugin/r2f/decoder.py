@@ -34,6 +34,7 @@ from .. import __version__
 from ..atomic import atomic_path
 from ..errors import UserError
 from ..lora import LoraGrad, role_of
+from ..lowrank import LowRank
 
 KINDS = ("two_sided", "projection")
 USES = {
@@ -43,20 +44,24 @@ USES = {
 RHO_GRID = (1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.2, 0.3, 0.5, 1.0)
 
 
-def reconstruct(g: LoraGrad, kind: str, rho: float) -> torch.Tensor:
-    """Unscaled reconstruction of one layer's full gradient (d_out × d_in).
-
-    Only the r × r (or r × d_in) solve runs in float64; the one full-size matrix is
-    formed in the gradients' own dtype, so decoding a layer costs one such matrix.
-    """
+def factors(g: LoraGrad, kind: str, rho: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """The unscaled reconstruction of one layer's full gradient as two thin factors,
+    ``Ĝ = left @ right`` (d_out × r, r × d_in); only the r × r (or r × d_in) solve runs
+    in float64."""
     if kind == "projection":
         A = g.A.double()
-        return (g.gB @ torch.linalg.solve(A @ A.T, A).to(g.gB.dtype)).div_(g.scale)
+        return g.gB / g.scale, torch.linalg.solve(A @ A.T, A).to(g.gB.dtype)
     core = g.B.double().T @ g.gB.double()  # r × r, = s · Bᵀ G Aᵀ
     lam = rho * torch.linalg.matrix_norm(core, ord=2)
     eye = torch.eye(core.shape[0], dtype=core.dtype, device=core.device)
     inv = torch.linalg.solve(core.T @ core + lam ** 2 * eye, core.T)
-    return ((g.gB @ inv.to(g.gB.dtype)) @ g.gA).div_(g.scale)
+    return (g.gB @ inv.to(g.gB.dtype)).div_(g.scale), g.gA
+
+
+def reconstruct(g: LoraGrad, kind: str, rho: float) -> torch.Tensor:
+    """The unscaled reconstruction of one layer's full gradient (d_out × d_in), formed."""
+    left, right = factors(g, kind, rho)
+    return left @ right
 
 
 @dataclass
@@ -72,12 +77,14 @@ class GradientDecoder:
     def uses(self) -> str:
         return USES[self.kind]
 
-    def decode(self, layer: str, g: LoraGrad) -> torch.Tensor:
+    def decode(self, layer: str, g: LoraGrad) -> LowRank:
+        """The decoded full gradient of ``layer``, as factors (never formed here)."""
         role = role_of(layer)
         if role not in self.roles:
             raise UserError(f"decoder fitted on {self.meta.get('proxy', 'its proxy')} has no parameters for layer role {role!r} ({layer}); refit with `r2f-bench decoder fit` on matching target modules.")
         p = self.roles[role]
-        return reconstruct(g, self.kind, p["rho"]).mul_(p["alpha"])
+        left, right = factors(g, self.kind, p["rho"])
+        return LowRank(left * p["alpha"], right, g.transposed)
 
     def check_fits(self, rank: int, layers: Sequence[str]) -> None:
         """One-line error if this decoder cannot serve LoRA of ``rank`` on ``layers``."""

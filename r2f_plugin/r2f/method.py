@@ -12,8 +12,15 @@ Per deletion request:
    0.92 on held-out RWKU facts, but one stored LoRA gradient per phrasing, 5x the
    memory, for the same unlearning on the dev split; docs/r2f.md);
 3. decode each unit's full gradient with the proxy-fitted decoder
-   (:mod:`r2f_bench.decoder`), average the decoded units, and apply the step layer
-   by layer, so no full-model-size gradient is ever held.
+   (:mod:`r2f_bench.decoder`) as thin factors, average them (side by side), and apply
+   the step matrix by matrix with one ``addmm_`` each, its norm taken from small Gram
+   matrices (:mod:`r2f_bench.lowrank`): no full-size gradient, not even one matrix's,
+   is ever formed.
+
+The LoRA gradients come from hooks on the frozen target (:class:`r2f_bench.lora.LoraProbe`:
+no adapters, no weight gradients), streamed in micro-batches of at most
+``micro_batch_tokens`` padded tokens, so peak activation memory is one micro-batch's
+however many views a request has.
 
 The decoding unit is one phrasing (or one fact) because that is what the decoder is
 fitted on and what a rank-``r`` sketch can reconstruct: one fact's views span a few
@@ -38,13 +45,16 @@ import torch
 from ..atomic import set_aside
 from ..data import ForgetRequest, Probe
 from ..errors import UserError
-from ..lora import LoraGrad, grouped_lora_gradients, lora_gradients, lora_layers, lora_probe, role_of
+from ..cost import phase
+from ..lora import LoraGrad, lora_probe, role_of
+from ..lowrank import LowRank
 from ..one_step import OneStepUnlearner, StepParams
 from ..progress import bar
 from ..unlearner import Context, at_least, one_of, tuned
 from .decoder import KINDS, CosineMeter, GradientDecoder, fit
 
 AGGREGATES = ("before", "after")
+MICRO_BATCH_TOKENS = 256  # benchmarks/cost.py: where memory and time both hold (docs/cost.md)
 
 
 @dataclass
@@ -55,6 +65,9 @@ class R2FParams(StepParams):
                                                            "check": one_of(*AGGREGATES)})
     decoder_path: str = field(default="", metadata={"help": "load this fitted decoder (.safetensors) instead of fitting one"})
     fit_examples: int = field(default=1000, metadata={"help": "max proxy examples for fitting (paper: 1k)", "check": at_least(1)})
+    micro_batch_tokens: int = field(default=MICRO_BATCH_TOKENS, metadata={
+        "help": "padded tokens per forward/backward pass (at most 8 sequences; 0: 8 sequences whatever their length): peak activation memory is one such pass's",
+        "check": at_least(0)})
 
 
 def units(views: Sequence[Sequence[Probe]], aggregate: str) -> list[list[Probe]]:
@@ -67,14 +80,9 @@ def units(views: Sequence[Sequence[Probe]], aggregate: str) -> list[list[Probe]]
     return per_fact if aggregate == "before" else [[p] for fact in per_fact for p in fact]
 
 
-def decoded(decoder: GradientDecoder, grads: list[dict[str, LoraGrad]]) -> Callable[[str], torch.Tensor]:
-    """``gradient(layer)``: the mean decoded gradient of the units, in the weight's layout."""
-    def gradient(name: str) -> torch.Tensor:
-        total = decoder.decode(name, grads[0][name])
-        for g in grads[1:]:
-            total += decoder.decode(name, g[name])  # in place: two full-size matrices at most
-        return grads[0][name].as_weight(total.div_(len(grads)))
-    return gradient
+def decoded(decoder: GradientDecoder, grads: list[dict[str, LoraGrad]]) -> dict[str, LowRank]:
+    """The mean decoded gradient of the units, per layer, as factors."""
+    return {name: LowRank.mean([decoder.decode(name, g[name]) for g in grads]) for name in grads[0]}
 
 
 class R2F(OneStepUnlearner):
@@ -87,8 +95,7 @@ class R2F(OneStepUnlearner):
     def setup(self, model: torch.nn.Module, ctx: Context) -> None:
         p = self.params
         self.decoder = GradientDecoder.load(Path(p.decoder_path)) if p.decoder_path else self._fit_on_proxy(ctx)
-        with lora_probe(model, p.rank, seed=ctx.seed) as pm:
-            self.decoder.check_fits(p.rank, list(lora_layers(pm)))
+        self.decoder.check_fits(p.rank, list(lora_probe(model, p.rank, seed=ctx.seed).layers))
 
     def _fit_on_proxy(self, ctx: Context) -> GradientDecoder:
         p = self.params
@@ -115,12 +122,14 @@ class R2F(OneStepUnlearner):
 
     def gradient(self, model, request: ForgetRequest, ctx: Context):
         p = self.params
-        with lora_probe(model, p.rank, seed=ctx.seed) as pm:
-            grads = grouped_lora_gradients(pm, ctx.tokenizer, units(request.views, p.aggregate), p.loss)
+        probe = lora_probe(model, p.rank, seed=ctx.seed)
+        grads = probe.gradients(ctx.tokenizer, units(request.views, p.aggregate), p.loss, p.micro_batch_tokens)
+        with phase("decode"):
+            update = decoded(self.decoder, grads)
         info = {"decoder": p.decoder, "decoder_uses": self.decoder.uses, "aggregate": p.aggregate,
                 "decoded_units": len(grads),
                 "decoder_proxy": self.decoder.meta.get("proxy", "")}
-        return decoded(self.decoder, grads), info
+        return update.__getitem__, info
 
     def diagnostics(self, original: torch.nn.Module, request: ForgetRequest, ctx: Context) -> dict[str, Any]:
         """Decoded vs exact gradient on the untouched model (evaluation only, untimed)."""
@@ -135,12 +144,11 @@ def decoder_cosines(decoder: GradientDecoder, model: torch.nn.Module, tokenizer:
                     seed: int) -> CosineMeter:
     """Cosine of the decoded to the exact gradient of the whole request, per role and overall."""
     meter = CosineMeter()
-    with lora_probe(model, rank, seed=seed) as pm:
-        grads = grouped_lora_gradients(pm, tokenizer, units(views, aggregate), loss)
-        _, full = lora_gradients(pm, tokenizer, [p for v in views for p in v], loss, with_full=True)
-    estimate = decoded(decoder, grads)
+    probe = lora_probe(model, rank, seed=seed)
+    estimate = decoded(decoder, probe.gradients(tokenizer, units(views, aggregate), loss))
+    _, full = probe.exact(tokenizer, [p for v in views for p in v], loss)
     for name, truth in full.items():
-        meter.add(role_of(name), estimate(name), grads[0][name].as_weight(truth))
+        meter.add(role_of(name), estimate[name].left @ estimate[name].right, truth)
     return meter
 
 
@@ -149,11 +157,10 @@ def fit_decoder(proxy: torch.nn.Module, tokenizer: Any, views: Sequence[Sequence
                 progress: Callable[[str], None] = print) -> GradientDecoder:
     """Collect (LoRA gradient, full gradient) pairs on the proxy, one per decoding
     unit (:func:`units`: what R2F will decode on the target), and fit."""
-    groups = units(views, aggregate)
+    probe = lora_probe(proxy, rank, seed=seed)
     pairs = []
-    with lora_probe(proxy, rank, seed=seed) as pm:
-        for group in bar(groups, desc="r2f: decoder pairs", unit="pair"):
-            g, f = lora_gradients(pm, tokenizer, group, loss, with_full=True)
-            pairs.append({name: (g[name], f[name]) for name in g})
+    for group in bar(units(views, aggregate), desc="r2f: decoder pairs", unit="pair"):
+        g, f = probe.exact(tokenizer, group, loss)
+        pairs.append({name: (g[name], f[name]) for name in g})
     return fit(pairs, kind, rank, {**meta, "aggregate": aggregate, "loss": loss,
                                    "views": str(len(views)), "facts": str(len(views[0]))})
