@@ -31,6 +31,7 @@ import math
 import torch
 
 from .. import hookimpl
+from ..cost import phase
 from ..errors import UserError
 from ..gradients import check_finite, exact_gradients, linear_weights
 from ..lora import target_modules
@@ -97,9 +98,11 @@ def fused_backward(model, tokenizer, probes, loss, weights, on_gradient) -> None
         w.requires_grad_(True)
     hooks = [w.register_post_accumulate_grad_hook(consume) for w in weights.values()]
     try:
-        value = unlearning_loss(model, tokenizer, probes, loss)
-        check_loss(value)
-        value.backward()
+        with phase("forward"):
+            value = unlearning_loss(model, tokenizer, probes, loss)
+            check_loss(value)
+        with phase("backward"):  # the updates applied inside it included
+            value.backward()
     finally:
         for h in hooks:
             h.remove()

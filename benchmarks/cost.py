@@ -4,6 +4,12 @@ R2F's views (the paper's Table 5, on this machine).
 
     python benchmarks/cost.py                       # 1M, 25M, 99M and 425M parameters
     python benchmarks/cost.py --sizes embedded:mistral-h512-l8 --methods r2f,fullgrad,fullgrad_fused --json
+    python benchmarks/cost.py --methods fullgrad,r2f,r2f@micro_batch_tokens=0 --profile
+
+A method entry ``name@param=value@...`` sets parameters, so variants of one method
+sit side by side; ``--profile`` adds where each deletion's time goes, from the phases
+methods mark (:func:`r2f_bench.cost.phase`): forward, backward, sketch (R2F's LoRA
+gradients inside the backward), decode, apply, and other.
 
 Each size is built from config with a fixed seed and *not* taught: what a deletion
 costs does not depend on what the model knows. The deletion request is the first
@@ -30,13 +36,14 @@ os.environ.setdefault("TQDM_DISABLE", "1")  # library bars off; tqdm reads this 
 
 import torch  # noqa: E402
 
-from r2f_bench.cost import measure  # noqa: E402
+from r2f_bench.cost import measure, phases  # noqa: E402
 from r2f_bench.data import ForgetRequest  # noqa: E402
 from r2f_bench.models import EmbeddedSpec, build_model, build_tokenizer, teaching_texts  # noqa: E402
 from r2f_bench.plugins import registry  # noqa: E402
 from r2f_bench.progress import set_quiet  # noqa: E402
 from r2f_bench.tasks.rwku import RWKU  # noqa: E402
-from r2f_bench.unlearner import Context, Proxy  # noqa: E402
+from r2f_bench.errors import UserError  # noqa: E402
+from r2f_bench.unlearner import Context, Proxy, Unlearner, method_variant  # noqa: E402
 from r2f_bench.views import Paraphraser, build_views  # noqa: E402
 
 DEFAULT_SIZES = "embedded:mistral-h128-l4,embedded:mistral-h512-l8,embedded:mistral-h768-l14,embedded:mistral-h1536-l15"
@@ -45,21 +52,33 @@ REFERENCES = ("fullgrad", "fullgrad_multiview")  # ratios are to these, where me
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
-def measure_method(name: str, model: torch.nn.Module, request: ForgetRequest, ctx: Context,
-                   repeats: int) -> tuple[float, float]:
-    """Median (seconds, peak MB) of ``repeats`` deletions, each on a fresh copy."""
+PHASES = ("forward", "backward", "sketch", "decode", "apply")
+
+
+def method_of(entry: str) -> Unlearner:
+    """The method ``name`` or ``name@key=value@...`` names, with its parameters set."""
+    name, overrides = method_variant(entry)
     cls = registry().method(name)
-    method = cls(cls.parse_params())
+    return cls(cls.parse_params(overrides))
+
+
+def measure_method(method: Unlearner, model: torch.nn.Module, request: ForgetRequest, ctx: Context,
+                   repeats: int) -> tuple[float, float, dict[str, float]]:
+    """Median (seconds, peak MB, seconds per phase) of ``repeats`` deletions, each on a
+    fresh copy."""
     method.setup(model, ctx)
-    seconds, peaks = [], []
+    seconds, peaks, timed = [], [], []
     for _ in range(repeats):
         fresh = copy.deepcopy(model)
-        with measure(next(model.parameters()).device) as cost:
+        with phases() as marked, measure(next(model.parameters()).device) as cost:
             method.unlearn(fresh, request, ctx)
         seconds.append(cost.seconds)
         peaks.append(cost.peak_mem_mb)
+        timed.append({**{k: marked.seconds.get(k, 0.0) for k in PHASES},
+                      "other": cost.seconds - sum(marked.seconds.values())})
         del fresh
-    return statistics.median(seconds), statistics.median(peaks)
+    profile = {k: statistics.median(t[k] for t in timed) for k in timed[0]}
+    return statistics.median(seconds), statistics.median(peaks), profile
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -72,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1,
                         help="CPU threads, the same for every method (default 1: stable timings on a shared machine)")
     parser.add_argument("--json", action="store_true", help="print one JSON object per (size, method) instead")
+    parser.add_argument("--profile", action="store_true", help="also print each method's seconds per phase")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     set_quiet(True)  # the table is the output
@@ -84,6 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     request = ForgetRequest(target=target.id, views=views(target.request), retain=bench.retain_pool())
     names = [i.name for i in registry().listing("method")] if args.methods == "all" else args.methods.split(",")
     names = [r for r in REFERENCES if r in names] + [n for n in names if n not in REFERENCES]
+    methods = {name: method_of(name) for name in names}  # bad entries fail here, before any model is built
     dtype = DTYPES[args.dtype]
     proxy = build_model(EmbeddedSpec.parse(PROXY), tok).to(args.device, dtype)
 
@@ -100,21 +121,29 @@ def main(argv: list[str] | None = None) -> int:
                           cache_dir=Path(cache), make_views=views,
                           probe_roles=task.roles_of(bench, bench.dev_targets),
                           proxy=Proxy(PROXY, PROXY, lambda: (proxy, tok)), progress=lambda m: None)
-            rows = {name: measure_method(name, model, request, ctx, args.repeats) for name in names}
+            rows = {name: measure_method(method, model, request, ctx, args.repeats) for name, method in methods.items()}
         refs = [r for r in REFERENCES if r in rows]
         say(f"\n{spec}: {n / 1e6:.1f}M parameters ({n * model.dtype.itemsize / 2**20:.0f} MB of {args.dtype} weights)")
-        say(f"{'method':<20}{'seconds':>10}{'peak MB':>10}" + "".join(f"{'s / ' + r:>26}{'MB / ' + r:>26}" for r in refs))
-        for name, (sec, mb) in rows.items():
+        say(f"{'method':<36}{'seconds':>10}{'peak MB':>10}" + "".join(f"{'s / ' + r:>26}{'MB / ' + r:>26}" for r in refs))
+        for name, (sec, mb, profile) in rows.items():
             ratios = {r: (sec / rows[r][0], mb / max(rows[r][1], 1e-9)) for r in refs}
             if args.json:
                 print(json.dumps({"size": spec, "params": n, "method": name, "seconds": sec, "peak_extra_mb": mb,
                                   "views": len(request.views), "dtype": args.dtype, "device": args.device,
+                                  "phase_seconds": profile,
                                   **{f"{k}_vs_{r}": v for r, (t, m) in ratios.items()
                                      for k, v in (("seconds", t), ("memory", m))}}))
             else:
-                say(f"{name:<20}{sec:>10.3f}{mb:>10.1f}" + "".join(f"{t:>26.2f}{m:>26.2f}" for t, m in ratios.values()))
+                say(f"{name:<36}{sec:>10.3f}{mb:>10.1f}" + "".join(f"{t:>26.2f}{m:>26.2f}" for t, m in ratios.values()))
+        if args.profile:
+            say(f"\n{'seconds per phase':<36}" + "".join(f"{k:>10}" for k in (*PHASES, "other")))
+            for name, (_, _, profile) in rows.items():
+                say(f"{name:<36}" + "".join(f"{profile[k]:>10.3f}" for k in (*PHASES, "other")))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except UserError as exc:
+        sys.exit(f"error: {exc}")

@@ -11,6 +11,7 @@ from typing import Any, Sequence
 import torch
 import torch.nn.functional as F
 
+from .cost import phase
 from .data import Probe
 from .encoding import batches, encode
 from .errors import UserError
@@ -29,7 +30,7 @@ def token_nll(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> tuple[t
 
 def logits_nll(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`token_nll` from already computed logits (shifted here)."""
-    logits, labels = logits[:, :-1].float(), labels[:, 1:]
+    logits, labels = logits[:, :-1].float(), labels[:, 1:].to(logits.device)  # a sharded model's logits are on its last device
     mask = labels != -100
     nll = F.cross_entropy(logits.reshape(-1, logits.size(-1)), labels.clamp(min=0).reshape(-1),
                           reduction="none").view_as(labels)
@@ -46,7 +47,7 @@ def answer_kl(logits: torch.Tensor, ref_logits: torch.Tensor, labels: torch.Tens
     """Token-level KL(reference ‖ model) of the next-token distributions, averaged over
     the answer tokens of the batch (SCRUB's and SKU's divergence for causal LMs)."""
     logp, ref = F.log_softmax(logits[:, :-1].float(), -1), F.log_softmax(ref_logits[:, :-1].float(), -1)
-    mask = labels[:, 1:] != -100
+    mask = labels[:, 1:].to(logits.device) != -100
     kl = F.kl_div(logp, ref, log_target=True, reduction="none").sum(-1)
     return (kl * mask).sum() / mask.sum().clamp(min=1)
 
@@ -96,6 +97,8 @@ def backward_mean(model: torch.nn.Module, tokenizer: Any, probes: Sequence[Probe
     """Accumulate into ``.grad`` the gradient of the mean loss over ``probes`` (in chunks)."""
     n = len(probes)
     for chunk in batches(list(probes), BATCH):
-        value = unlearning_loss(model, tokenizer, chunk, loss) * (len(chunk) / n)
-        check_loss(value)
-        value.backward()
+        with phase("forward"):
+            value = unlearning_loss(model, tokenizer, chunk, loss) * (len(chunk) / n)
+            check_loss(value)
+        with phase("backward"):
+            value.backward()

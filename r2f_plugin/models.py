@@ -214,15 +214,34 @@ def check_model_path(name_or_path: str) -> None:
                         f"or a hub name such as mistralai/Mistral-7B-v0.1.")
 
 
-def hf_model(name_or_path: str, trust_remote_code: bool = False, dtype: str = "float32") -> tuple[torch.nn.Module, Any]:
-    """Load a Hugging Face causal LM and its tokenizer by hub name or local path."""
+DTYPES = ("float32", "bfloat16", "float16")
+DEVICE_MAPS = ("auto", "balanced", "balanced_low_0", "sequential")  # Accelerate's placement strategies
+
+
+def dtype_of(name: str) -> torch.dtype:
+    if name not in DTYPES:
+        raise UserError(f"unknown dtype {name!r}; choose one of {', '.join(DTYPES)}.")
+    return getattr(torch, name)
+
+
+def hf_model(name_or_path: str, trust_remote_code: bool = False, dtype: str = "float32",
+             device_map: str | None = None) -> tuple[torch.nn.Module, Any]:
+    """Load a Hugging Face causal LM and its tokenizer by hub name or local path.
+
+    With ``device_map`` (``auto``, ``balanced``, ``sequential``) Accelerate's big-model
+    loading places the layers across the available GPUs (then CPU) as they are read,
+    so a target larger than one device never has to fit on one.
+    """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     check_model_path(name_or_path)
+    placement = {"device_map": device_map} if device_map else {}
     try:
         tok = AutoTokenizer.from_pretrained(name_or_path, trust_remote_code=trust_remote_code)
         model = AutoModelForCausalLM.from_pretrained(name_or_path, trust_remote_code=trust_remote_code,
-                                                     dtype=getattr(torch, dtype), use_safetensors=True)
+                                                     dtype=dtype_of(dtype), use_safetensors=True, **placement)
+    except UserError:
+        raise
     except Exception as exc:  # missing files, corrupt weights, an architecture that is no causal LM, no network
         first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
         raise UserError(f"cannot load model {name_or_path!r} ({type(exc).__name__}: {first}); pass a causal LM as a local "
@@ -231,3 +250,14 @@ def hf_model(name_or_path: str, trust_remote_code: bool = False, dtype: str = "f
         tok.pad_token = tok.eos_token
     tok.padding_side = "left"
     return model.eval(), tok
+
+
+def dispatch(model: torch.nn.Module, device_map: str | dict[str, Any], force_hooks: bool = False) -> torch.nn.Module:
+    """Spread an already loaded model's layers over devices with Accelerate's hooks (each
+    layer's inputs move to its device); ``device_map`` is a strategy such as ``auto``
+    or an explicit ``{module name: device}``."""
+    from accelerate import dispatch_model, infer_auto_device_map
+
+    if isinstance(device_map, str):  # the strategy's balancing is from_pretrained's; here: fill devices in order
+        device_map = infer_auto_device_map(model, no_split_module_classes=list(model._no_split_modules or []))
+    return dispatch_model(model, device_map=device_map, force_hooks=force_hooks)

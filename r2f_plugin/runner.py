@@ -31,8 +31,8 @@ from .distributed import cpu_threads, process_state, single_process_eval
 from .errors import UserError
 from .lmeval import evaluate_probes
 from .metrics import identity_alignment, kept, mean, pooled, recovery, retention, usr
-from .models import (DEFAULT_PROXY, DEFAULT_TARGET, EmbeddedSpec, cache_root, check_model_path,
-                               embedded_key, embedded_model, hf_model)
+from .models import (DEFAULT_PROXY, DEFAULT_TARGET, EmbeddedSpec, cache_root, check_model_path, dispatch,
+                     dtype_of, embedded_key, embedded_model, hf_model)
 from .plugins import registry
 from .store import json_safe
 from .task import ACC, ANSWERED, HELD_OUT, LOCALITY, SCORE, SEEN
@@ -70,6 +70,8 @@ class RunConfig:
     sequential: bool = False  # apply the targets' deletions one after another to one model
     save_model: str | None = None  # write each unlearned model to <save_model>/<target>/
     threads: int | None = None  # CPU intra-op threads (None: see distributed.cpu_threads); not part of any key
+    dtype: str = "float32"  # the target's and proxy's weights (embedded models are taught in float32, then cast)
+    device_map: str | None = None  # spread the target over the available devices (Accelerate); not part of any key
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -187,9 +189,11 @@ class Run:
                                               seed=self.config.seed)
             label = (f"{info['label']} (embedded demo model, taught {info['facts']} facts to answer-token "
                      f"accuracy {info['taught_token_accuracy']:.3f})")
-            return model, tok, label, info
-        model, tok = hf_model(spec, trust_remote_code=self.config.trust_remote_code)
-        return model.to(self.device), tok, spec, {}
+            model = model.to(dtype_of(self.config.dtype))
+            return (dispatch(model, self.config.device_map) if self.config.device_map else model), tok, label, info
+        model, tok = hf_model(spec, trust_remote_code=self.config.trust_remote_code, dtype=self.config.dtype,
+                              device_map=self.config.device_map)
+        return (model if self.config.device_map else model.to(self.device)), tok, spec, {}
 
     def _proxy(self) -> Proxy:
         """The --proxy model, built on first use. Its key says what determines its weights

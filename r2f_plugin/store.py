@@ -39,7 +39,10 @@ from .atomic import atomic_write_text
 JOBS_DIR = "jobs"
 LOCKS_DIR = "locks"
 EXPORT_FILE = "results.jsonl"
-WHERE_FIELDS = ("output", "save_model", "threads")  # say where or how fast things run, not what is computed
+WHERE_FIELDS = ("output", "save_model", "threads", "device_map")  # say where or how fast things run, not what is computed
+# configuration fields added after stores existed: left out of a key at these values, so
+# an older store's results keep their keys and still resume
+LATER_DEFAULTS = {"dtype": "float32"}
 
 
 def canonical_json(obj: Any) -> str:
@@ -66,7 +69,8 @@ def job_key(config: Mapping[str, Any], target: str, data_revision: str,
     given the method's resolved hyper-parameters ``params`` (defaults included: a
     changed default never matches an old result)."""
     identity = {
-        "config": {k: v for k, v in config.items() if k not in WHERE_FIELDS},
+        "config": {k: v for k, v in config.items()
+                   if k not in WHERE_FIELDS and not (k in LATER_DEFAULTS and v == LATER_DEFAULTS[k])},
         "params": dict(params or {}),
         "target": str(target),
         "data_revision": data_revision,

@@ -247,6 +247,16 @@ def _describe(annotation: Any, article: str = "a ") -> str:
     return f"{article}{getattr(annotation, '__name__', annotation)}"
 
 
+def method_variant(entry: str) -> tuple[str, dict[str, str]]:
+    """``name`` or ``name@param=value@...``, a method with some parameters set (e.g.
+    ``r2f@decoder=learned``, so variants of one method sit side by side), as
+    (name, parameter overrides)."""
+    name, *sets = entry.split("@")
+    if not name or any("=" not in s or not s.partition("=")[0].strip() for s in sets):
+        raise UserError(f"bad method entry {entry!r}; write name or name@param=value, e.g. r2f@decoder=learned.")
+    return name, parse_assignments(sets)
+
+
 def parse_assignments(items: list[str]) -> dict[str, str]:
     """Turn ``["a=1", "b=x"]`` into a dict, with a clear error for malformed items."""
     out: dict[str, str] = {}

@@ -44,7 +44,7 @@ CASES = [
     ("unknown loss", lambda t, r: ["--set", "loss=bogus"],
      "parameter 'loss' of method 'r2f' must be one of ascent, unlikelihood, got 'bogus'."),
     ("unknown decoder", lambda t, r: ["--set", "decoder=bogus"],
-     "parameter 'decoder' of method 'r2f' must be one of two_sided, projection, got 'bogus'."),
+     "parameter 'decoder' of method 'r2f' must be one of two_sided, projection, learned, got 'bogus'."),
     ("negative fit examples", lambda t, r: ["--set", "fit_examples=-5"],
      "parameter 'fit_examples' of method 'r2f' must be >= 1, got '-5'."),
     ("negative rank", lambda t, r: ["--set", "rank=-3"], "parameter 'rank' of method 'r2f' must be >= 1, got '-3'."),

@@ -18,16 +18,19 @@ from ..render import FORMATS, render
 from ..store import Store
 from ..sweep import DEFAULT_RUNNER, Job, execute, expand, load_runner, parse_seeds, split_list
 from ..tables import Column, Provenance, Table
+from ..unlearner import method_variant
 from .options import add_run_options, run_config, say
 
 DEFAULT_POINTS = 8
 
 
-def plan(args: argparse.Namespace, methods: list[str]) -> dict[str, tuple[str, list[float], dict[float, list[Job]], list[Job]]]:
-    """Per method: its knob, strengths, the jobs at each strength and the jobs at its
-    dev-tuned defaults; every method checked before anything runs."""
+def plan(args: argparse.Namespace, entries: list[str]) -> dict[str, tuple[str, list[float], dict[float, list[Job]], list[Job]]]:
+    """Per method entry (``name`` or ``name@param=value@...``): its knob, strengths, the
+    jobs at each strength and the jobs at its dev-tuned defaults (with the entry's
+    parameters); every entry checked before anything runs."""
     out = {}
-    for method in methods:
+    for entry in entries:
+        method, overrides = method_variant(entry)
         cls = registry().method(method)
         if cls.strength is None:
             raise UserError(f"method {method!r} declares no strength knob, so it has no frontier; give its class "
@@ -36,17 +39,20 @@ def plan(args: argparse.Namespace, methods: list[str]) -> dict[str, tuple[str, l
         if args.points < 2:
             raise UserError(f"--points must be at least 2, got {args.points}.")
         base = run_config(args, method, args.task).to_dict()
+        base["params"] = {**base["params"], **overrides}
         seeds = parse_seeds(args.seeds)
         at = {s: [Job({**base, "params": {**base["params"], knob.param: str(s)}, "seed": seed}) for seed in seeds]
               for s in knob.points(args.points)}
         for jobs in at.values():
             cls.parse_params(jobs[0].fields["params"])  # a bad name or value fails here
-        out[method] = (knob.param, list(at), at, [Job({**base, "seed": seed}) for seed in seeds])
+        cls.parse_params(base["params"])
+        out[entry] = (knob.param, list(at), at, [Job({**base, "seed": seed}) for seed in seeds])
     return out
 
 
 def frontier_command(args: argparse.Namespace) -> None:
-    plans = plan(args, expand(split_list(args.methods), "method"))
+    entries = split_list(args.methods)
+    plans = plan(args, expand(entries, "method") if entries == ["all"] else entries)
     jobs = [j for _, _, at, tuned in plans.values() for js in at.values() for j in js] + \
            [j for _, _, _, tuned in plans.values() for j in tuned]
     report = execute(jobs, args.output, runner=load_runner(args.runner), keep_going=args.keep_going,
@@ -128,7 +134,8 @@ def add_parser(subparsers: Any) -> None:
                                           "the frontier with bootstrap CIs, frontier.png and the table in Markdown, "
                                           "LaTeX, CSV and HTML.")
     add_run_options(p, split=False)
-    p.add_argument("--methods", default="all", help="comma-separated methods, or `all` (default)")
+    p.add_argument("--methods", default="all", help="comma-separated methods, or `all` (default); name@param=value "
+                                                    "sets parameters of one entry, e.g. r2f@decoder=learned")
     p.add_argument("--task", default="rwku", help="benchmark (default rwku)")
     p.add_argument("--seeds", default="0", help="seeds, e.g. 0,1,2 or 0-4 (default 0)")
     p.add_argument("--points", type=int, default=DEFAULT_POINTS,

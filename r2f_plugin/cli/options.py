@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..models import DEVICE_MAPS, DTYPES
 from ..runner import RunConfig
 from ..unlearner import parse_assignments
 
@@ -38,6 +39,9 @@ def add_run_options(p: argparse.ArgumentParser, split: bool = True,
                    help="override a method hyper-parameter (repeatable); see `r2f-bench methods`")
     p.add_argument("--output", default="r2f-output", help="results directory (results.jsonl)")
     p.add_argument("--trust-remote-code", action="store_true", help="allow custom model code from the hub (off by default)")
+    p.add_argument("--dtype", choices=DTYPES, default="float32", help="weights of the target and proxy (default float32)")
+    p.add_argument("--device-map", choices=DEVICE_MAPS,
+                   help="spread the target over the available GPUs, then CPU, with Accelerate (for targets larger than one device)")
     p.add_argument("--threads", type=int, help="CPU threads per process (default: OMP_NUM_THREADS, else the cores "
                    "shared among the run's processes); pin it when you compare seconds")
     add_quiet_option(p)
@@ -62,4 +66,5 @@ def run_config(args: argparse.Namespace, method: str, task: str) -> RunConfig:
                      dev_targets=args.dev_targets, forget_source=args.forget_source,
                      retain_items=args.retain_items, threads=args.threads, output=args.output,
                      trust_remote_code=args.trust_remote_code, split=getattr(args, "split", "eval"),
+                     dtype=args.dtype, device_map=args.device_map,
                      sequential=getattr(args, "sequential", False), save_model=getattr(args, "save_model", None))

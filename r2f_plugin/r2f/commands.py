@@ -44,9 +44,11 @@ def add_parser(sub: Any) -> None:
 # row name -> (what it is, how it aggregates views)
 ROWS = {
     "projection": "plain back-projection of the B-gradient, no fitted scalar",
-    "proxy": "two-sided, proxy-fitted scalars, views averaged then decoded (paper's order)",
+    "proxy": "the run's decoder (--set decoder=..., default two-sided), proxy-fitted, views averaged then decoded (paper's order)",
     "proxy-after": "two-sided, proxy-fitted scalars, each view decoded then averaged",
     "target": "two-sided, scalars fitted on the target itself (an upper reference)",
+    "learned": "the paper's decoder: r x r maps of the LoRA gradients fitted by MSE on the proxy's pairs",
+    "learned-target": "the same maps fitted on the target itself (does the proxy matter?)",
 }
 
 
@@ -85,14 +87,20 @@ def cmd_eval(args: argparse.Namespace) -> None:
     per_fact = [list(col) for col in zip(*run.ctx.make_views(facts))]
     fitted = run.method.decoder
     dev_views = run.ctx.make_views(run.bench.retain_pool())
-    fit = lambda model, tok, aggregate, label: fit_decoder(model, tok, dev_views, p.rank, p.decoder, aggregate, p.loss,
-                                                           run.config.seed, {"proxy": label}, run.progress)
+    def fit(on: str, kind: str, aggregate: str) -> tuple[GradientDecoder, str]:
+        model, tok, label = ((*run.ctx.proxy.load(), run.ctx.proxy.label) if on == "proxy"
+                             else (run.model, run.tokenizer, run.model_label))
+        return fit_decoder(model, tok, dev_views, p.rank, kind, aggregate, p.loss, run.config.seed, {"proxy": label},
+                           run.progress), aggregate
+
     decoders = {
         "projection": lambda: (GradientDecoder(kind="projection", rank=p.rank, meta={"proxy": "none"},
                                                roles={r: {"rho": 0.0, "alpha": 1.0} for r in fitted.roles}), "before"),
-        "proxy": lambda: (fitted, "before"),
-        "proxy-after": lambda: (fit(*run.ctx.proxy.load(), "after", run.ctx.proxy.label), "after"),
-        "target": lambda: (fit(run.model, run.tokenizer, "before", run.model_label), "before"),
+        "proxy": lambda: (fitted, p.aggregate),
+        "proxy-after": lambda: fit("proxy", "two_sided", "after"),
+        "target": lambda: fit("target", "two_sided", "before"),
+        "learned": lambda: fit("proxy", "learned", "before"),
+        "learned-target": lambda: fit("target", "learned", "before"),
     }
     rows = {}
     for name in compare:

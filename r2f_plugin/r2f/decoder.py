@@ -13,12 +13,18 @@ proxy:
     of the r × r core with λ = ρ · σ_max.
 ``projection`` (the paper-faithful floor; uses ∇B and A only)
     Ĝ = α · ∇B (AAᵀ)⁻¹ A / s, the back-projection of the right sketch.
+``learned`` (the paper's decoder: a map fitted by MSE; uses ∇A, ∇B, A, B)
+    Ĝ = ∇B · W_B · (AAᵀ)⁻¹A + B(BᵀB)⁻¹ · W_A · ∇A with two r × r matrices per role
+    fitted on the proxy's pairs by least squares: a map linear in the LoRA gradients,
+    between the back-projections of the two sketches, so its parameters do not depend
+    on the layer's width (W_B = I, W_A = 0 is ``projection``). A map coordinate by
+    coordinate could not be applied to a target of another width.
 
 Fitted parameters: ρ (two_sided) and α per role (attn_in, attn_out, mlp_in, mlp_out),
-chosen on the proxy to minimise the relative squared reconstruction error
-E‖Ĝ − G‖² / ‖G‖² (the paper's MSE objective on normalised pairs). Because they are
-dimensionless scalars applied to the target's own sketches, they transfer across
-width and depth; across families they are matched by role.
+or W_B and W_A per role (learned), chosen on the proxy to minimise the relative squared
+reconstruction error E‖Ĝ − G‖² / ‖G‖² (the paper's MSE objective on normalised pairs).
+They are applied to the target's own factors and sketches, so they carry across width
+and depth; across families they are matched by role.
 """
 
 from __future__ import annotations
@@ -36,10 +42,11 @@ from ..errors import UserError
 from ..lora import LoraGrad, role_of
 from ..lowrank import LowRank
 
-KINDS = ("two_sided", "projection")
+KINDS = ("two_sided", "projection", "learned")
 USES = {
     "two_sided": "LoRA gradients (both factors) + proxy-fitted scalars",
     "projection": "LoRA gradients (B factor only) + proxy-fitted scalars",
+    "learned": "LoRA gradients (both factors) + proxy-fitted r x r maps (MSE)",
 }
 RHO_GRID = (1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.2, 0.3, 0.5, 1.0)
 
@@ -66,12 +73,13 @@ def reconstruct(g: LoraGrad, kind: str, rho: float) -> torch.Tensor:
 
 @dataclass
 class GradientDecoder:
-    """Per-role scalars plus what they were fitted on."""
+    """Per-role scalars (or maps) plus what they were fitted on."""
 
     kind: str
     rank: int
     roles: dict[str, dict[str, float]]  # role -> {"rho": .., "alpha": ..}
     meta: dict[str, str] = field(default_factory=dict)
+    maps: dict[str, torch.Tensor] = field(default_factory=dict)  # learned: role -> (W_B, W_A) stacked, 2 × r × r
 
     @property
     def uses(self) -> str:
@@ -82,6 +90,10 @@ class GradientDecoder:
         role = role_of(layer)
         if role not in self.roles:
             raise UserError(f"decoder fitted on {self.meta.get('proxy', 'its proxy')} has no parameters for layer role {role!r} ({layer}); refit with `r2f-bench decoder fit` on matching target modules.")
+        if self.kind == "learned":
+            W_B, W_A = self.maps[role].to(g.gB.device, g.gB.dtype)
+            P_A, Q_B = (t.to(g.gB.dtype) for t in back_projections(g))
+            return LowRank(torch.cat([g.gB @ W_B, Q_B @ W_A], 1), torch.cat([P_A, g.gA], 0), g.transposed)
         p = self.roles[role]
         left, right = factors(g, self.kind, p["rho"])
         return LowRank(left * p["alpha"], right, g.transposed)
@@ -100,7 +112,8 @@ class GradientDecoder:
 
         roles = sorted(self.roles)
         tensors = {"rho": torch.tensor([self.roles[r]["rho"] for r in roles]),
-                   "alpha": torch.tensor([self.roles[r]["alpha"] for r in roles])}
+                   "alpha": torch.tensor([self.roles[r]["alpha"] for r in roles]),
+                   **{f"map.{r}": m.float().contiguous() for r, m in self.maps.items()}}
         meta = {**self.meta, "kind": self.kind, "rank": str(self.rank), "roles": json.dumps(roles),
                 "r2f_bench_version": __version__}
         with atomic_path(Path(path)) as tmp:
@@ -117,11 +130,14 @@ class GradientDecoder:
             with safe_open(str(path), framework="pt") as f:
                 meta = dict(f.metadata() or {})
                 rho, alpha = f.get_tensor("rho"), f.get_tensor("alpha")
+                maps = {k.split(".", 1)[1]: f.get_tensor(k) for k in f.keys() if k.startswith("map.")}
             roles = json.loads(meta.pop("roles"))
             kind, rank = meta.pop("kind"), int(meta.pop("rank"))
+            if kind == "learned" and (set(maps) != set(roles) or any(m.shape != (2, rank, rank) for m in maps.values())):
+                raise ValueError("maps do not match the roles and rank")
         except Exception as exc:  # any corrupt or foreign file
             raise UserError(f"{path} is not an r2f-bench decoder ({type(exc).__name__}); refit it with `r2f-bench decoder fit`.") from None
-        return cls(kind=kind, rank=rank, meta=meta,
+        return cls(kind=kind, rank=rank, meta=meta, maps=maps,
                    roles={r: {"rho": float(rho[i]), "alpha": float(alpha[i])} for i, r in enumerate(roles)})
 
 
@@ -136,6 +152,10 @@ def fit(pairs: Sequence[dict[str, tuple[LoraGrad, torch.Tensor]]], kind: str, ra
         raise UserError(f"unknown decoder kind {kind!r}; choose one of {', '.join(KINDS)}.")
     if not pairs:
         raise UserError("no (LoRA gradient, full gradient) pairs to fit the decoder on; the proxy's fitting set is empty.")
+    if kind == "learned":
+        maps = fit_maps(pairs, rank)
+        return GradientDecoder(kind=kind, rank=rank, meta={**meta, "fit_examples": str(len(pairs))}, maps=maps,
+                               roles={r: {"rho": 0.0, "alpha": 1.0} for r in maps})
     grid = RHO_GRID if kind == "two_sided" else (0.0,)
     # per role and rho: sums over examples of <Ĝ,G>/|G|², |Ĝ|²/|G|², count
     stats: dict[str, dict[float, list[float]]] = {}
@@ -162,6 +182,47 @@ def fit(pairs: Sequence[dict[str, tuple[LoraGrad, torch.Tensor]]], kind: str, ra
         roles[role] = {"rho": best[1], "alpha": best[2], "fit_relative_error": best[0]}
     return GradientDecoder(kind=kind, rank=rank, meta={**meta, "fit_examples": str(len(pairs))},
                            roles={r: {"rho": v["rho"], "alpha": v["alpha"]} for r, v in roles.items()})
+
+
+def back_projections(g: LoraGrad) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(AAᵀ)⁻¹A`` (r × d_in) and ``B(BᵀB)⁻¹`` (d_out × r), in float64."""
+    A, B = g.A.double(), g.B.double()
+    return torch.linalg.solve(A @ A.T, A), torch.linalg.solve(B.T @ B, B.T).T
+
+
+def fit_maps(pairs: Sequence[dict[str, tuple[LoraGrad, torch.Tensor]]], rank: int,
+             ridge: float = 1e-8) -> dict[str, torch.Tensor]:
+    """Least-squares W_B, W_A per role for ``Ĝ = ∇B W_B P + Q W_A ∇A`` (P = (AAᵀ)⁻¹A,
+    Q = B(BᵀB)⁻¹), minimising the mean relative squared error over the pairs.
+
+    Ĝ is linear in θ = (vec W_B, vec W_A), so the normal equations are exact and small
+    (2r² unknowns): with row-major vec, ⟨∇B E_ij P, ∇B E_kl P⟩ = (∇Bᵀ∇B)_ik (PPᵀ)_jl, a
+    Kronecker product of r × r Gram matrices, likewise for the other blocks; the
+    right-hand side is (∇Bᵀ G Pᵀ, Qᵀ G ∇Aᵀ). The system is scaled to a unit diagonal
+    before a ``ridge`` is added.
+    """
+    sums: dict[str, list[torch.Tensor]] = {}
+    for example in pairs:
+        for layer, (g, full) in example.items():
+            G = full.double()
+            tt = float((G * G).sum())
+            if tt == 0.0:
+                continue
+            gB, gA = g.gB.double(), g.gA.double()
+            P, Q = back_projections(g)
+            normal = torch.cat([torch.cat([torch.kron(gB.T @ gB, P @ P.T), torch.kron(gB.T @ Q, P @ gA.T)], 1),
+                                torch.cat([torch.kron(Q.T @ gB, gA @ P.T), torch.kron(Q.T @ Q, gA @ gA.T)], 1)], 0)
+            rhs = torch.cat([(gB.T @ G @ P.T).flatten(), (Q.T @ G @ gA.T).flatten()])
+            s = sums.setdefault(role_of(layer), [torch.zeros_like(normal), torch.zeros_like(rhs)])
+            s[0] += normal / tt
+            s[1] += rhs / tt
+    maps = {}
+    for role, (normal, rhs) in sums.items():
+        d = normal.diagonal().clamp(min=1e-300).rsqrt()
+        scaled = normal * d[:, None] * d[None, :] + ridge * torch.eye(len(d), dtype=normal.dtype)
+        theta = d * torch.linalg.solve(scaled, d * rhs)
+        maps[role] = theta.view(2, rank, rank).float()
+    return maps
 
 
 class CosineMeter:

@@ -54,13 +54,13 @@ from ..unlearner import Context, at_least, one_of, tuned
 from .decoder import KINDS, CosineMeter, GradientDecoder, fit
 
 AGGREGATES = ("before", "after")
-MICRO_BATCH_TOKENS = 256  # benchmarks/cost.py: where memory and time both hold (docs/cost.md)
+MICRO_BATCH_TOKENS = 64  # benchmarks/cost.py at 426M: 0.10x FullGrad's memory at 0.51x the exact multi-view time (docs/cost.md)
 
 
 @dataclass
 class R2FParams(StepParams):
     rank: int = field(default=8, metadata={"help": "LoRA rank of the gradient probes (paper default 8)", "check": at_least(1)})
-    decoder: str = field(default="two_sided", metadata={"help": "decoder form: two_sided or projection", "check": one_of(*KINDS)})
+    decoder: str = field(default="two_sided", metadata={"help": "decoder form: two_sided, projection (the floor) or learned (the paper's MSE-fitted maps)", "check": one_of(*KINDS)})
     aggregate: str = field(default="before", metadata={"help": "average each fact's views, then decode (before; the paper's order) or decode every view, then average (after: closer to the exact gradient, 5x the memory)",
                                                            "check": one_of(*AGGREGATES)})
     decoder_path: str = field(default="", metadata={"help": "load this fitted decoder (.safetensors) instead of fitting one"})
