@@ -111,3 +111,23 @@ def test_tables_flag_a_method_below_its_tuning_floor():
     table1 = next(t for t in build_tables([record("a", "t1", 80.0), record("b", "t1", 97.0)]) if t.name == "table1")
     assert [label for label, _ in table1.rows] == ["a", "b"]
     assert "Below the 90% GUR floor their defaults were tuned for on the dev split (r2f-bench tune): a;" in table1.note
+
+
+def test_variants_of_one_method_are_separate_curves(tmp_path, capsys):
+    """``r2f@decoder=learned`` runs R2F with that parameter beside plain ``r2f``; a
+    malformed entry or a bad value is one line before anything runs."""
+    argv = ["frontier", "--runner", "fake_runner", "--methods", "r2f,r2f@decoder=learned", "--points", "2",
+            "--seeds", "0", "--limit", "1", "--output", str(tmp_path), "--json", "--quiet"]
+    fake_runner.CALLS.clear()
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    summary = json.loads(out[out.index("[\n"):])
+    assert [m["method"] for m in summary] == ["r2f", "r2f@decoder=learned"]
+    decoders = {json.loads(c["label"].split("/")[3]).get("decoder") for c in fake_runner.CALLS}
+    assert decoders == {None, "learned"}
+    for entry, message in (("r2f@decoder", "error: bad method entry 'r2f@decoder'"),
+                           ("r2f@decoder=bogus", "error: parameter 'decoder' of method 'r2f' must be one of")):
+        assert main(["frontier", "--methods", entry, "--output", str(tmp_path / "bad")]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith(message), err
+    assert not (tmp_path / "bad").exists()
