@@ -10,6 +10,7 @@ from typing import Any
 
 from ..distributed import process_state, release_process_group
 from ..errors import UserError
+from ..models import DEVICE_MAPS, DTYPES
 from ..store import Store
 from ..sweep import (ABLATION_METHOD, ABLATIONS, DEFAULT_OUTPUT, DEFAULT_RUNNER, execute, expand, load_runner,
                      parse_seeds, plan, process_tag, shard, split_list)
@@ -39,6 +40,8 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--retain-items", type=int, default=None, help="retain items per request (default: the runner's, 64)")
     p.add_argument("--threads", type=int, default=None, help="CPU threads per process (default: the cores shared among processes)")
     p.add_argument("--trust-remote-code", action="store_true", help="allow custom model code from the hub")
+    p.add_argument("--dtype", choices=DTYPES, help="weights of the target and proxy (default float32)")
+    p.add_argument("--device-map", choices=DEVICE_MAPS, help="spread each target over the available devices (Accelerate)")
     p.add_argument("--output", default=DEFAULT_OUTPUT, help=f"results store directory (default {DEFAULT_OUTPUT})")
     p.add_argument("--keep-going", action="store_true", help="run the remaining jobs when one fails")
     p.add_argument("--dry-run", action="store_true", help="print the plan and this process's share; run nothing")
@@ -63,7 +66,7 @@ def sweep_command(args: argparse.Namespace) -> None:
                 views=args.views, data_dir=args.data_dir, targets=split_list(args.targets) or None,
                 limit=args.limit, output=args.output, paraphraser=args.paraphraser, dev_targets=args.dev_targets,
                 forget_source=args.forget_source, retain_items=args.retain_items, threads=args.threads,
-                trust_remote_code=args.trust_remote_code or None)
+                trust_remote_code=args.trust_remote_code or None, dtype=args.dtype, device_map=args.device_map)
     runner = None if args.dry_run else load_runner(args.runner)
 
     state = process_state()

@@ -32,7 +32,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import torch
 
@@ -159,18 +159,13 @@ def fit(pairs: Sequence[dict[str, tuple[LoraGrad, torch.Tensor]]], kind: str, ra
     grid = RHO_GRID if kind == "two_sided" else (0.0,)
     # per role and rho: sums over examples of <Ĝ,G>/|G|², |Ĝ|²/|G|², count
     stats: dict[str, dict[float, list[float]]] = {}
-    for example in pairs:
-        for layer, (g, full) in example.items():
-            t = full.double()
-            tt = float((t * t).sum())
-            if tt == 0.0:
-                continue
-            for rho in grid:
-                e = reconstruct(g, kind, rho).double()
-                s = stats.setdefault(role_of(layer), {}).setdefault(rho, [0.0, 0.0, 0])
-                s[0] += float((e * t).sum()) / tt
-                s[1] += float((e * e).sum()) / tt
-                s[2] += 1
+    for layer, g, t, tt in _nonzero(pairs):
+        for rho in grid:
+            e = reconstruct(g, kind, rho).double()
+            s = stats.setdefault(role_of(layer), {}).setdefault(rho, [0.0, 0.0, 0])
+            s[0] += float((e * t).sum()) / tt
+            s[1] += float((e * e).sum()) / tt
+            s[2] += 1
     roles = {}
     for role, by_rho in stats.items():
         best = None
@@ -182,6 +177,17 @@ def fit(pairs: Sequence[dict[str, tuple[LoraGrad, torch.Tensor]]], kind: str, ra
         roles[role] = {"rho": best[1], "alpha": best[2], "fit_relative_error": best[0]}
     return GradientDecoder(kind=kind, rank=rank, meta={**meta, "fit_examples": str(len(pairs))},
                            roles={r: {"rho": v["rho"], "alpha": v["alpha"]} for r, v in roles.items()})
+
+
+def _nonzero(pairs: Sequence[dict[str, tuple[LoraGrad, torch.Tensor]]]) -> Iterator[tuple[str, LoraGrad, torch.Tensor, float]]:
+    """(layer, LoRA gradient, full gradient in float64, its squared norm) for every pair
+    whose full gradient is not zero (a zero gradient says nothing about the decoder)."""
+    for example in pairs:
+        for layer, (g, full) in example.items():
+            G = full.double()
+            tt = float((G * G).sum())
+            if tt > 0.0:
+                yield layer, g, G, tt
 
 
 def back_projections(g: LoraGrad) -> tuple[torch.Tensor, torch.Tensor]:
@@ -202,20 +208,15 @@ def fit_maps(pairs: Sequence[dict[str, tuple[LoraGrad, torch.Tensor]]], rank: in
     before a ``ridge`` is added.
     """
     sums: dict[str, list[torch.Tensor]] = {}
-    for example in pairs:
-        for layer, (g, full) in example.items():
-            G = full.double()
-            tt = float((G * G).sum())
-            if tt == 0.0:
-                continue
-            gB, gA = g.gB.double(), g.gA.double()
-            P, Q = back_projections(g)
-            normal = torch.cat([torch.cat([torch.kron(gB.T @ gB, P @ P.T), torch.kron(gB.T @ Q, P @ gA.T)], 1),
-                                torch.cat([torch.kron(Q.T @ gB, gA @ P.T), torch.kron(Q.T @ Q, gA @ gA.T)], 1)], 0)
-            rhs = torch.cat([(gB.T @ G @ P.T).flatten(), (Q.T @ G @ gA.T).flatten()])
-            s = sums.setdefault(role_of(layer), [torch.zeros_like(normal), torch.zeros_like(rhs)])
-            s[0] += normal / tt
-            s[1] += rhs / tt
+    for layer, g, G, tt in _nonzero(pairs):
+        gB, gA = g.gB.double(), g.gA.double()
+        P, Q = back_projections(g)
+        normal = torch.cat([torch.cat([torch.kron(gB.T @ gB, P @ P.T), torch.kron(gB.T @ Q, P @ gA.T)], 1),
+                            torch.cat([torch.kron(Q.T @ gB, gA @ P.T), torch.kron(Q.T @ Q, gA @ gA.T)], 1)], 0)
+        rhs = torch.cat([(gB.T @ G @ P.T).flatten(), (Q.T @ G @ gA.T).flatten()])
+        s = sums.setdefault(role_of(layer), [torch.zeros_like(normal), torch.zeros_like(rhs)])
+        s[0] += normal / tt
+        s[1] += rhs / tt
     maps = {}
     for role, (normal, rhs) in sums.items():
         d = normal.diagonal().clamp(min=1e-300).rsqrt()
