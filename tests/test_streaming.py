@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 
-
 from r2f_bench.data import ForgetRequest, Probe
 
 
