@@ -49,6 +49,13 @@ def _token_ids(tokenizer: Any, prompt: str, answer: str) -> tuple[list[int], int
     return ids, min(len(answer_ids), len(ids))
 
 
+def by_length(tokenizer: Any, probes: Sequence[Probe]) -> list[int]:
+    """The order of ``probes`` by token length (stable): passes of neighbours in this
+    order pad least."""
+    lengths = [len(_token_ids(tokenizer, p.prompt, p.answer)[0]) for p in probes]
+    return sorted(range(len(probes)), key=lengths.__getitem__)
+
+
 def token_batches(tokenizer: Any, probes: Sequence[Probe], max_sequences: int,
                   max_tokens: int = 0) -> Iterator[list[Probe]]:
     """Consecutive chunks of ``probes`` of at most ``max_sequences`` sequences and, when

@@ -22,7 +22,7 @@ import torch
 
 from .cost import phase
 from .data import Probe
-from .encoding import token_batches
+from .encoding import by_length, token_batches
 from .errors import UserError
 from .gradients import check_finite, exact_gradients, linear_modules
 from .losses import BATCH, check_loss, sequence_losses
@@ -147,14 +147,16 @@ class LoraProbe:
         """The LoRA gradients of each group's mean unlearning loss, streamed in micro-batches.
 
         Sequences are independent, so each group's share of a batched backward can be
-        summed apart (as per-example gradients are in DP-SGD). A pass takes at most
-        :data:`~r2f_bench.losses.BATCH` sequences and ``max_tokens`` padded tokens (0: no
-        token limit), so peak activations are one micro-batch's however many groups and
-        views there are, and only ``len(groups)`` pairs of rank-``r`` sums are kept.
+        summed apart (as per-example gradients are in DP-SGD). Sequences go in order of
+        length (less padding); a pass takes at most :data:`~r2f_bench.losses.BATCH`
+        sequences and ``max_tokens`` padded tokens (0: no token limit), so peak
+        activations are one micro-batch's however many groups and views there are, and
+        only ``len(groups)`` pairs of rank-``r`` sums are kept.
         Equals one exact backward per group, sketched (tested).
         """
-        probes = [p for g in groups for p in g]
-        owner = [i for i, g in enumerate(groups) for _ in g]
+        flat = [(p, i) for i, g in enumerate(groups) for p in g]
+        flat = [flat[j] for j in by_length(tokenizer, [p for p, _ in flat])]  # similar lengths pad least
+        probes, owner = [p for p, _ in flat], [i for _, i in flat]
         sums = {name: (A.new_zeros(len(groups), *A.shape), B.new_zeros(len(groups), *B.shape))
                 for name, (A, B) in self.factors.items()}
         spans: list[tuple[int, int, int]] = []  # (group, first, end) rows of the micro-batch in flight
