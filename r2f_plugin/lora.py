@@ -68,10 +68,6 @@ class LoraGrad:
     scale: float
     transposed: bool = False  # the layer stores W as (d_in × d_out) (GPT-2 Conv1D)
 
-    def as_weight(self, g: torch.Tensor) -> torch.Tensor:
-        """A (d_out × d_in) matrix in the layout the layer stores its weight."""
-        return g.T if self.transposed else g
-
 
 @contextmanager
 def lora_adapters(model: torch.nn.Module, rank: int, modules: Sequence[str] | None = None,

@@ -84,7 +84,7 @@ class OneStepUnlearner(Unlearner):
 
     @abstractmethod
     def gradient(self, model: torch.nn.Module, request: ForgetRequest,
-                 ctx: Context) -> tuple[Callable[[str], torch.Tensor], dict[str, Any]]:
+                 ctx: Context) -> tuple[Callable[[str], torch.Tensor | LowRank], dict[str, Any]]:
         """Return ``gradient(layer_name)`` (dense in the layer's weight layout, or
         :class:`~r2f_bench.lowrank.LowRank`) and info to record."""
 

@@ -43,9 +43,9 @@ from typing import Any, Callable, Sequence
 import torch
 
 from ..atomic import set_aside
+from ..cost import phase
 from ..data import ForgetRequest, Probe
 from ..errors import UserError
-from ..cost import phase
 from ..lora import LoraGrad, lora_probe, role_of
 from ..lowrank import LowRank
 from ..one_step import OneStepUnlearner, StepParams
