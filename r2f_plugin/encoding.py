@@ -49,29 +49,21 @@ def _token_ids(tokenizer: Any, prompt: str, answer: str) -> tuple[list[int], int
     return ids, min(len(answer_ids), len(ids))
 
 
-def by_length(tokenizer: Any, probes: Sequence[Probe]) -> list[int]:
-    """The order of ``probes`` by token length (stable): passes of neighbours in this
-    order pad least."""
-    lengths = [len(_token_ids(tokenizer, p.prompt, p.answer)[0]) for p in probes]
-    return sorted(range(len(probes)), key=lengths.__getitem__)
-
-
 def token_batches(tokenizer: Any, probes: Sequence[Probe], max_sequences: int,
-                  max_tokens: int = 0) -> Iterator[list[Probe]]:
-    """Consecutive chunks of ``probes`` of at most ``max_sequences`` sequences and, when
-    ``max_tokens`` > 0, at most ``max_tokens`` padded tokens (sequences × the longest),
-    so the activations of one pass stay bounded whatever the number of probes; a
-    sequence longer than the budget goes alone."""
-    chunk: list[Probe] = []
-    width = 0
-    for p in probes:
-        n = len(_token_ids(tokenizer, p.prompt, p.answer)[0])
-        wider = max(width, n)
-        if chunk and (len(chunk) == max_sequences or (max_tokens and (len(chunk) + 1) * wider > max_tokens)):
+                  max_tokens: int = 0) -> Iterator[list[int]]:
+    """Indices of ``probes`` in order of token length (stable: neighbours pad least), in
+    chunks of at most ``max_sequences`` sequences and, when ``max_tokens`` > 0, at most
+    ``max_tokens`` padded tokens (sequences × the longest), so the activations of one
+    pass stay bounded whatever the number of probes; a sequence longer than the budget
+    goes alone."""
+    lengths = [len(_token_ids(tokenizer, p.prompt, p.answer)[0]) for p in probes]
+    chunk: list[int] = []
+    for i in sorted(range(len(probes)), key=lengths.__getitem__):
+        # in length order the newcomer is the longest, so it sets the padded width
+        if chunk and (len(chunk) == max_sequences or (max_tokens and (len(chunk) + 1) * lengths[i] > max_tokens)):
             yield chunk
-            chunk, wider = [], n
-        chunk.append(p)
-        width = wider
+            chunk = []
+        chunk.append(i)
     if chunk:
         yield chunk
 

@@ -22,7 +22,7 @@ import torch
 
 from .cost import phase
 from .data import Probe
-from .encoding import by_length, token_batches
+from .encoding import token_batches
 from .errors import UserError
 from .gradients import check_finite, exact_gradients, linear_modules
 from .losses import BATCH, check_loss, sequence_losses
@@ -150,9 +150,8 @@ class LoraProbe:
         only ``len(groups)`` pairs of rank-``r`` sums are kept.
         Equals one exact backward per group, sketched (tested).
         """
-        flat = [(p, i) for i, g in enumerate(groups) for p in g]
-        flat = [flat[j] for j in by_length(tokenizer, [p for p, _ in flat])]  # similar lengths pad least
-        probes, owner = [p for p, _ in flat], [i for _, i in flat]
+        probes = [p for g in groups for p in g]
+        owner = [i for i, g in enumerate(groups) for _ in g]
         sums = {name: (A.new_zeros(len(groups), *A.shape), B.new_zeros(len(groups), *B.shape))
                 for name, (A, B) in self.factors.items()}
         spans: list[tuple[int, int, int]] = []  # (group, first, end) rows of the micro-batch in flight
@@ -178,19 +177,17 @@ class LoraProbe:
                 out.register_hook(accumulate)
             return hook
 
-        start = 0
         with _frozen_but_differentiable(self.model):
             handles = [layer.register_forward_hook(capture(name)) for name, layer in self.layers.items()]
             try:
                 for chunk in token_batches(tokenizer, probes, BATCH, max_tokens):
-                    spans[:] = runs(owner[start:start + len(chunk)])
+                    spans[:] = runs([owner[i] for i in chunk])
                     with phase("forward"):
-                        losses = sequence_losses(self.model, tokenizer, chunk, loss)
+                        losses = sequence_losses(self.model, tokenizer, [probes[i] for i in chunk], loss)
                         check_loss(losses)
                     with phase("backward"):
                         losses.sum().backward()  # each sequence gets its own loss's gradient
                     del losses
-                    start += len(chunk)
             finally:
                 for h in handles:
                     h.remove()

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 
 from .cost import phase
 from .data import Probe
-from .encoding import batches, by_length, encode
+from .encoding import encode, token_batches
 from .errors import UserError
 
 
@@ -96,7 +96,8 @@ def check_loss(value: torch.Tensor) -> None:
 def backward_mean(model: torch.nn.Module, tokenizer: Any, probes: Sequence[Probe], loss: str) -> None:
     """Accumulate into ``.grad`` the gradient of the mean loss over ``probes`` (in chunks)."""
     n = len(probes)
-    for chunk in batches([probes[i] for i in by_length(tokenizer, probes)], BATCH):  # the mean does not depend on order
+    for indices in token_batches(tokenizer, probes, BATCH):  # in order of length: the mean does not depend on order
+        chunk = [probes[i] for i in indices]
         with phase("forward"):
             value = unlearning_loss(model, tokenizer, chunk, loss) * (len(chunk) / n)
             check_loss(value)

@@ -235,13 +235,12 @@ def hf_model(name_or_path: str, trust_remote_code: bool = False, dtype: str = "f
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     check_model_path(name_or_path)
+    torch_dtype = dtype_of(dtype)
     placement = {"device_map": device_map} if device_map else {}
     try:
         tok = AutoTokenizer.from_pretrained(name_or_path, trust_remote_code=trust_remote_code)
         model = AutoModelForCausalLM.from_pretrained(name_or_path, trust_remote_code=trust_remote_code,
-                                                     dtype=dtype_of(dtype), use_safetensors=True, **placement)
-    except UserError:
-        raise
+                                                     dtype=torch_dtype, use_safetensors=True, **placement)
     except Exception as exc:  # missing files, corrupt weights, an architecture that is no causal LM, no network
         first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
         raise UserError(f"cannot load model {name_or_path!r} ({type(exc).__name__}: {first}); pass a causal LM as a local "

@@ -11,12 +11,14 @@ def test_token_batches_respect_both_bounds(tiny):
     from r2f_bench.encoding import encode, token_batches
 
     tok = tiny["tok"]
-    probes = [Probe("q " * (3 + 5 * i), "a", "forget", "x") for i in range(20)]
+    probes = [Probe("q " * (3 + 5 * ((7 * i) % 20)), "a", "forget", "x") for i in range(20)]  # lengths shuffled
     for max_tokens in (0, 1, 60, 200):
         chunks = list(token_batches(tok, probes, 8, max_tokens))
-        assert [p for c in chunks for p in c] == probes  # every probe once, in order
+        assert sorted(i for c in chunks for i in c) == list(range(len(probes)))  # every probe once
+        widths = [encode(tok, [probes[i] for i in c])["input_ids"].shape[1] for c in chunks]
+        assert widths == sorted(widths)  # in order of length
         for c in chunks:
-            padded = encode(tok, c)["input_ids"].numel()
+            padded = encode(tok, [probes[i] for i in c])["input_ids"].numel()
             assert len(c) <= 8 and (len(c) == 1 or not max_tokens or padded <= max_tokens)
     assert len(list(token_batches(tok, probes, 8, 1))) == len(probes)  # a budget below one sequence: one each
 
