@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import random
 import statistics
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Any, Callable, Hashable, Iterable, Mapping, Sequence
 
@@ -25,11 +25,11 @@ from .store import canonical_json
 
 
 HIGHER_IS_BETTER = {"usr": True, "usr_seen": True, "gur": True, "locality": True, "rap": False, "rap_control": True,
-                    "mia": True, "seconds": False, "peak_mem_mb": False}
+                    "identity_alignment": True, "seconds": False, "peak_mem_mb": False}
 METRIC_TITLES = {m: DEFINITIONS[m][0] if DEFINITIONS[m][1] in ("%", "cosine") else f"{DEFINITIONS[m][0]} ({DEFINITIONS[m][1]})"
                  for m in HIGHER_IS_BETTER}
-DIGITS = {"usr": 1, "usr_seen": 1, "gur": 1, "locality": 1, "rap": 1, "rap_control": 1, "mia": 3, "seconds": 2,
-          "peak_mem_mb": 1}
+DIGITS = {"usr": 1, "usr_seen": 1, "gur": 1, "locality": 1, "rap": 1, "rap_control": 1, "identity_alignment": 3,
+          "seconds": 2, "peak_mem_mb": 1}
 BOOTSTRAP_SAMPLES = 2000
 CONFIDENCE = 0.95
 TASK_ORDER = ("rwku", "wmdp", "muse", "waterdrum")
@@ -178,13 +178,69 @@ def task_order(tasks: Iterable[str]) -> list[str]:
     return sorted(set(tasks), key=lambda t: (rank.get(t, len(rank)), t))
 
 
+# the range a stored metric can take (a share in %, a retention ratio in %, a cosine, a time)
+RANGES = {"usr": (0.0, 100.0), "usr_seen": (0.0, 100.0), "rap": (0.0, 100.0), "rap_control": (0.0, 100.0),
+          "gur": (0.0, math.inf), "locality": (0.0, math.inf), "identity_alignment": (-1.0, 1.0),
+          "seconds": (0.0, math.inf), "peak_mem_mb": (-math.inf, math.inf)}
+REQUIRED = (("method", str), ("task", str), ("target", str), ("seed", int), ("config", dict), ("versions", dict),
+            ("data_revision", str))
+
+
 def invalid(record: Record) -> str | None:
-    """Why ``record`` cannot enter a table (``None``: it can)."""
-    for name, kind in (("method", str), ("task", str), ("target", str), ("seed", int), ("config", dict)):
-        if not isinstance(record.get(name), kind):
+    """Why ``record`` cannot enter a table (``None``: it can): a required field missing or
+    mistyped, no headline metric fields (``usr``, ``gur``) at all, or a metric that is not
+    a number in its range (``null`` is allowed: undefined)."""
+    for name, kind in REQUIRED:
+        value = record.get(name)
+        if not isinstance(value, kind) or isinstance(value, bool):
             return f"field {name!r} missing or not a {kind.__name__}"
-    for metric in HIGHER_IS_BETTER:
+    for metric in ("usr", "gur"):
+        if metric not in record:
+            return f"metric {metric!r} missing (an identity without results)"
+    for metric, (lo, hi) in RANGES.items():
         v = record.get(metric)
-        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
+        if v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
             return f"metric {metric!r} is {v!r}, not a number"
+        if not lo - 1e-9 <= v <= hi + 1e-9:
+            return f"metric {metric!r} is {v!r}, outside [{lo:g}, {hi:g}]"
     return None
+
+
+def cell(record: Record, all_versions: bool = False) -> str:
+    """The table cell a record counts in once: method, setting, task, target, seed and split;
+    with ``all_versions`` also its code versions and data revision (pooled deliberately)."""
+    identity = [record.get("method"), setting(record), record.get("task"), record.get("target"), record.get("seed"),
+                (record.get("config") or {}).get("split", "eval")]
+    if all_versions:
+        identity += [record.get("versions"), record.get("data_revision")]
+    return canonical_json(identity)
+
+
+def superseded(old: Record, new: Record) -> str:
+    """Why ``old`` gives way to ``new`` in one cell: another code version, data revision, or a duplicate."""
+    if canonical_json(old.get("versions")) != canonical_json(new.get("versions")):
+        return "code version"
+    if old.get("data_revision") != new.get("data_revision"):
+        return "data revision"
+    return "duplicate"
+
+
+def newest_per_cell(records: Iterable[Record], all_versions: bool = False) -> tuple[list[Record], Counter[str]]:
+    """One record per :func:`cell`: the newest (``stored_at``, then key), in the input's
+    order; and how many were set aside, by :func:`superseded`'s reason."""
+    records = list(records)
+    newest: dict[str, Record] = {}
+    for r in records:
+        c = cell(r, all_versions)
+        if c not in newest or _age(r) > _age(newest[c]):
+            newest[c] = r
+    kept_ids = {id(r) for r in newest.values()}
+    aside = Counter(superseded(r, newest[cell(r, all_versions)]) for r in records if id(r) not in kept_ids)
+    return [r for r in records if id(r) in kept_ids], aside
+
+
+def _age(record: Record) -> tuple[float, str]:
+    stored = record.get("stored_at")
+    return (float(stored) if isinstance(stored, (int, float)) else 0.0, str(record.get("key", "")))

@@ -22,6 +22,7 @@ def atomic_path(path: Path) -> Iterator[Path]:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         os.close(fd)
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; the file gets the user's umask, as open() would
     except OSError as exc:
         raise _as_user_error(exc, path) from None
     try:
@@ -102,6 +103,13 @@ def check_writable(directory: Path, option: str = "--output") -> None:
             pass
     except OSError as exc:
         raise UserError(f"cannot write to {option} {directory} ({exc.strerror}); choose a writable directory.") from None
+
+
+def _umask() -> int:
+    """The process's umask (read by setting it, then restoring it)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def _as_user_error(exc: OSError, path: Path) -> UserError:

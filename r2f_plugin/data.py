@@ -74,7 +74,7 @@ class Benchmark:
     targets: list[Target]  # evaluation targets
     dev_targets: list[Target]  # disjoint dev split: step sizes, decoder fitting, retain pool
     utility: list[Probe]  # general-utility probes (GUR)
-    general_prompts: list[str]  # prompts for model identity alignment (MIA)
+    general_prompts: list[str]  # prompts for identity alignment
     source: str  # where the data came from, e.g. a path or "bundled sample"
     revision: str  # content hash of the data files read
     # the benchmark's own other phrasings of a request item, by question (see

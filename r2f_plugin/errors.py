@@ -9,3 +9,8 @@ class UserError(Exception):
 
     def __init__(self, message: str) -> None:
         super().__init__(" ".join(message.split()))
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM arrived (``timeout``, SLURM, ``docker stop``): the run unwinds as on Ctrl-C,
+    keeping and exporting what is done and removing its scratch and locks; exit 143."""

@@ -1,8 +1,8 @@
-"""The paper's metrics (USR, GUR, RAP, MIA), defined precisely, and the one place
+"""The paper's metrics (USR, GUR, RAP, identity alignment), defined precisely, and the one place
 their short definitions (:data:`DEFINITIONS`) live for tables and printed summaries.
 
 **Scale**: every share and score is a percentage (0-100), in records, tables and
-``official``/``set_scores`` alike; MIA is a cosine similarity (0-1); times are seconds
+``official``/``set_scores`` alike; identity alignment is a cosine similarity (0-1); times are seconds
 and memory MB.
 
 Paper (Liu et al., "Recover-to-Forget", App. C) gives them in words; our exact
@@ -18,7 +18,9 @@ definitions, used for every method and task:
   and pooled over them (:func:`pooled`); ``usr_seen`` is the same on the seen sets,
   whose strings the request itself contains (see :mod:`r2f_bench.protocol`);
 * **GUR** (general utility retention, %, higher is better): the unlearned model's
-  mean utility score divided by the untouched model's, times 100;
+  mean utility score divided by the untouched model's, times 100; undefined (``None``)
+  where the untouched model scores below :data:`MIN_UTILITY` (a ratio to almost
+  nothing: an untrained model's 2 % becoming 19 % would read as 955 %);
 * **locality** (%, higher is better): the same ratio on the neighbour probes (facts
   next to the target that must stay);
 * **RAP** (relearning attack precision, %, lower is better): after a short
@@ -27,11 +29,12 @@ definitions, used for every method and task:
   whose answer comes back (multiple choice: above chance). Its **control**
   (``rap_control``) runs the same attack on the untouched model: the share of the known
   held-out probes it still answers (100: the attack by itself destroys no recall);
-* **MIA** (model identity alignment, higher means closer to the original): mean
-  cosine similarity of the next-token probability vectors of the untouched and
-  unlearned models over every position of a fixed set of general prompts. (The
-  paper calls it a similarity in App. C but marks it "lower is better" in Table 3;
-  we report the similarity and say so.)
+* **identity alignment** (``identity_alignment``, higher means closer to the original):
+  mean cosine similarity of the next-token probability vectors of the untouched and
+  unlearned models over every position of a fixed set of general prompts. It is not a
+  membership-inference attack: the paper calls it "MIA" (model identity alignment), a
+  similarity in App. C but "lower is better" in Table 3; RWKU's MIA is a loss-based
+  attack on forget vs retain texts, which this is not. We report the similarity and say so.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ import torch
 import torch.nn.functional as F
 
 ANSWERED_RECALL = 0.5
+MIN_UTILITY = 5.0  # %: the untouched model's utility score below which GUR (a ratio to it) is n/a
 
 # metric -> (title, unit, definition): the words every table caption and summary legend uses
 DEFINITIONS: dict[str, tuple[str, str, str]] = {
@@ -52,7 +56,8 @@ DEFINITIONS: dict[str, tuple[str, str, str]] = {
     "locality": ("Locality", "%", "neighbour-probe score after unlearning, as a share of before"),
     "rap": ("RAP", "%", "of the forgotten held-out probes, the share a short relearning fine-tune brings back (lower is better)"),
     "rap_control": ("RAP control", "%", "of the known held-out probes, the share the untouched model still answers after the same fine-tune"),
-    "mia": ("MIA", "cosine", "similarity of next-token distributions to the untouched model (higher is closer)"),
+    "identity_alignment": ("ID-align", "cosine", "similarity of next-token distributions to the untouched model's "
+                                                 "(higher is closer)"),
     "seconds": ("Time", "s", "wall time of one deletion (unlearning only)"),
     "peak_mem_mb": ("Peak mem", "MB", "peak memory above the loaded model during one deletion"),
     "grad_cosine": ("Grad cosine", "cosine", "decoded vs exact full gradient of the request (R2F's diagnostic)"),
@@ -130,9 +135,10 @@ def pooled(values: dict[str, float | None], weights: dict[str, int]) -> float | 
     return sum(v * w for v, w in parts) / total if total else None
 
 
-def retention(before: float, after: float) -> float | None:
-    """GUR: ``after`` as a % of ``before``."""
-    if before <= 0:
+def retention(before: float, after: float, floor: float = 0.0) -> float | None:
+    """GUR: ``after`` as a % of ``before``; ``None`` where ``before`` is 0 or below ``floor``
+    (a score in %, e.g. :data:`MIN_UTILITY`): too little to take a ratio to."""
+    if before <= 0 or before < floor:
         return None
     return 100.0 * after / before
 
@@ -140,7 +146,7 @@ def retention(before: float, after: float) -> float | None:
 @torch.no_grad()
 def identity_alignment(original: torch.nn.Module, edited: torch.nn.Module, tokenizer: Any,
                        prompts: Sequence[str], batch_size: int = 16) -> float:
-    """MIA: mean cosine similarity of next-token distributions over all prompt positions."""
+    """Identity alignment: mean cosine similarity of next-token distributions over all prompt positions."""
     sims: list[torch.Tensor] = []
     device = next(original.parameters()).device
     for i in range(0, len(prompts), batch_size):

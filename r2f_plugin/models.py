@@ -187,7 +187,7 @@ def embedded_model(spec: EmbeddedSpec, facts: Sequence[Probe], extra_texts: Sequ
     for lr in TEACHING_RATES:
         model = build_model(spec, tok, seed).to(device)
         n = sum(p.numel() for p in model.parameters())
-        progress(f"embedded model {spec.label}: {n / 1e6:.2f}M parameters, teaching {len(facts)} facts (lr {lr:g})")
+        progress(f"embedded model {spec.label}: {n / 1e6:.2f}M parameters, teaching its strings at lr {lr:g}")
         epochs = finetune(model, tok, list(facts), epochs=max_epochs, lr=lr, batch_size=32,
                           stop_accuracy=target_accuracy, progress=progress, seed=init_seed(spec, seed))
         acc = answer_accuracy(model, tok, list(facts))

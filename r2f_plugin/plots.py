@@ -1,4 +1,4 @@
-"""Ablation plots: USR, GUR, RAP and MIA against R2F's LoRA rank and number of views.
+"""Ablation plots: USR, GUR, RAP and identity alignment against R2F's LoRA rank and number of views.
 
 One figure per ablation (``rank.png``, ``views.png``): a row per metric, a column
 per dataset, points at the mean over targets × seeds with 95% bootstrap intervals (aggregated as in
@@ -19,7 +19,7 @@ from .atomic import atomic_path
 from .store import canonical_json
 from .tables import direction
 
-METRICS = ("usr", "gur", "rap", "mia")
+METRICS = ("usr", "gur", "rap", "identity_alignment")
 MARKERS = ("o", "s", "^", "D")  # frontier lines: a new marker for every ten methods (colours repeat)
 ARROWS = {True: " ↑", False: " ↓", None: ""}  # by the metric's direction (r2f_bench.tables.direction)
 

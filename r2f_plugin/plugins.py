@@ -121,6 +121,17 @@ class PluginRegistry:
 
         return register
 
+    def add_commands(self, subparsers: Any) -> None:
+        """Run every plugin's ``register_commands`` hook; one that raises, or names a command
+        that already exists, is skipped with one warning naming its distribution."""
+        for impl in self.pm.hook.register_commands.get_hookimpls():
+            try:
+                impl.function(subparsers=subparsers)
+            except Exception as exc:  # noqa: BLE001 - a broken plugin must not take every command down
+                name, dist, _ = self._origin.get(id(impl.plugin), ("?", "local", "0"))
+                warnings.warn(f"r2f-bench plugin {name!r} (distribution {dist}) failed in register_commands and its "
+                              f"commands were skipped: {type(exc).__name__}: {exc}", stacklevel=2)
+
     # -- lookup -------------------------------------------------------------
     def method(self, name: str) -> type:
         self._collect()

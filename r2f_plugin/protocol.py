@@ -10,7 +10,7 @@ A benchmark holds four kinds of data, kept apart:
   which are reported apart, as ``usr_seen``;
 * the **retain data** a method may use, and the whole dev split (its targets' requests
   and probes: methods tune and fit on them, R2F fits its decoder there);
-* the **utility set** (GUR) and the **general prompts** (MIA).
+* the **utility set** (GUR) and the **general prompts** (identity alignment).
 
 An *evaluated string* is what a scored item asks: a probe's question (a cloze with its
 blank filled by the answer: the statement it tests), a utility question, a general
@@ -103,7 +103,7 @@ def evaluated_items(bench: Benchmark) -> list[tuple[str, str]]:
     items = [(asked(p), f"target {t.id}, probe set {s}")
              for t in bench.targets for s, ps in t.probes.items() if s not in bench.seen_sets for p in ps]
     items += [(asked(p), "utility set") for p in bench.utility]
-    items += [(text, "MIA prompts") for text in bench.general_prompts]
+    items += [(text, "identity-alignment prompts") for text in bench.general_prompts]
     return items
 
 

@@ -174,6 +174,24 @@ def to_html(tables: Sequence[Table], title: str = "r2f-bench results") -> str:
             f"<style>{_CSS}</style></head>\n<body><h1>{html.escape(title)}</h1>\n{body}\n</body></html>\n")
 
 
+def stat_json(cell: Stat | None) -> dict[str, Any] | None:
+    """A cell as JSON: mean (``None`` where undefined), interval, n, and the targets and seeds behind it."""
+    if cell is None:
+        return None
+    return {"mean": cell.mean if cell.n else None, "lo": cell.lo, "hi": cell.hi, "n": cell.n, "targets": cell.targets,
+            "seeds": cell.seeds}
+
+
+def to_json(tables: Sequence[Table]) -> list[dict[str, Any]]:
+    """Every table as a JSON object: its columns, rows of cells by column key, note and provenance."""
+    return [{"name": t.name, "title": t.title, "note": t.note, "row_header": t.row_header,
+             "columns": [{"key": c.key, "title": c.title, "group": c.group, "higher_is_better": c.higher}
+                         for c in t.columns],
+             "rows": [{"row": label, "cells": {c.key: stat_json(cell) for c, cell in zip(t.columns, cells)}}
+                      for label, cells in t.rows],
+             "provenance": t.provenance.lines()} for t in tables]
+
+
 def render(tables: Sequence[Table], fmt: str) -> dict[str, str]:
     """File name -> content for one format (CSV: one file per table)."""
     if fmt == "md":

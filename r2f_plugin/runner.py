@@ -4,7 +4,7 @@ Data flows one way. For every evaluation target the runner builds the deletion
 request once (the same views and retain facts for every method), evaluates the
 untouched model (cached), hands a fresh copy of the model to the method under
 time and memory measurement, then scores the result: the benchmark's official
-scores, USR, GUR, RAP (after a relearning attack on a further copy) and MIA.
+scores, USR, GUR, RAP (after a relearning attack on a further copy) and identity alignment.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import copy
 import dataclasses
 import hashlib
 import json
+import os
 import platform
 import random
 import tempfile
@@ -30,7 +31,7 @@ from .data import Benchmark, ForgetRequest, Probe, Target, Teaching
 from .distributed import cpu_threads, process_state, single_process_eval
 from .errors import UserError
 from .lmeval import evaluate_probes
-from .metrics import identity_alignment, kept, mean, pooled, recovery, retention, usr
+from .metrics import MIN_UTILITY, identity_alignment, kept, mean, pooled, recovery, retention, usr
 from .models import (DEFAULT_PROXY, DEFAULT_TARGET, EmbeddedSpec, cache_root, check_model_path, dispatch,
                      dtype_of, embedded_key, embedded_model, hf_model)
 from .plugins import registry
@@ -42,6 +43,11 @@ from .views import build_views, check_paraphraser, make_paraphraser
 
 EVAL_VERSION = "2"
 SPLITS = ("eval", "dev")
+MAX_VIEWS = 64  # views per fact: the paper uses 5, the views ablation 1-8
+MAX_SEED = 2**32 - 1  # every generator seeded from --seed (torch, numpy, random) accepts it
+# option -> (RunConfig field, least, most (None: unbounded))
+BOUNDS = {"--seed": ("seed", 0, MAX_SEED), "--views": ("views", 1, MAX_VIEWS), "--dev-targets": ("dev_targets", 0, None),
+          "--retain-items": ("retain_items", 0, None), "--limit": ("limit", 1, None), "--threads": ("threads", 1, None)}
 
 
 @dataclass
@@ -99,6 +105,46 @@ def score(rows: list[dict]) -> float:
     return 100.0 * mean([r.get(SCORE, r.get(ACC, 0.0)) for r in rows])
 
 
+def scores_shape(scores: Any, sets: dict[str, list[Probe]]) -> str | None:
+    """Why cached per-probe ``scores`` do not fit the probe ``sets`` they were made for
+    (``None``: they do): each non-empty set needs one object per probe."""
+    if not isinstance(scores, dict):
+        return f"a JSON {type(scores).__name__}, not an object of probe sets"
+    for name, probes in sets.items():
+        rows = scores.get(name, [] if not probes else None)
+        if not isinstance(rows, list) or len(rows) != len(probes) or not all(isinstance(r, dict) for r in rows):
+            return f"probe set {name!r} lacks its {len(probes)} score rows"
+    return None
+
+
+def untouched_shape(entry: Any, sets: dict[str, list[Probe]]) -> str | None:
+    """Why a cached untouched-model evaluation is malformed (``None``: it is not)."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("extra"), dict):
+        return "not an evaluation record (scores and extra)"
+    return scores_shape(entry.get("scores"), sets)
+
+
+def check_bounds(config: RunConfig) -> None:
+    """One line for a count option outside its range (:data:`BOUNDS`)."""
+    for option, (field_name, least, most) in BOUNDS.items():
+        value = getattr(config, field_name)
+        if value is None:
+            continue
+        if value < least:
+            raise UserError(f"{option} must be at least {least}, got {value}.")
+        if most is not None and value > most:
+            raise UserError(f"{option} must be at most {most}, got {value}.")
+
+
+def capped_threads(threads: int | None, progress: Callable[[str], None]) -> int | None:
+    """``--threads``, capped at the cores this process may use (with one warning line)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if threads is None or threads <= cores:
+        return threads
+    progress(f"warning: --threads {threads} is more than the {cores} cores available here; using {cores}")
+    return cores
+
+
 class Run:
     """A (method, task, seed) run.
 
@@ -115,18 +161,19 @@ class Run:
         self.params = self.method_cls.parse_params(config.params)
         if config.split not in SPLITS:
             raise UserError(f"unknown split {config.split!r}; use {' or '.join(SPLITS)}.")
-        for option, value, least in (("--views", config.views, 1), ("--dev-targets", config.dev_targets, 0),
-                                     ("--retain-items", config.retain_items, 0), ("--limit", config.limit, 1),
-                                     ("--threads", config.threads, 1)):
-            if value is not None and value < least:
-                raise UserError(f"{option} must be at least {least}, got {value}.")
+        check_bounds(config)
         check_paraphraser(config.paraphraser)
         for spec in (config.model, config.proxy):
             if not spec.startswith("embedded"):
                 check_model_path(spec)
         self.out_dir = Path(config.output)
         check_writable(self.out_dir)
+        check_writable(cache_root(), "the cache (R2F_BENCH_CACHE)")
+        config.threads = capped_threads(config.threads, progress)
         if config.save_model:
+            if not self.method_cls.edits_weights:
+                raise UserError(f"method {config.method!r} edits no weights (it wraps the model at inference), so "
+                                f"there is no checkpoint to save; drop --save-model.")
             check_writable(Path(config.save_model), "--save-model")
         self._versions = {"r2f-bench": __version__, "torch": torch.__version__,
                           f"method:{config.method}": reg.version_of("method", config.method),
@@ -139,6 +186,7 @@ class Run:
         self.source = self.task.locate(config.data_dir)
         self.bench = self.task.load(self.source, config.targets, config.limit, config.dev_targets, config.forget_source)
         protocol.check(self.bench, config.task)
+        self._check_dev_targets()
         self.split = self._split(self.bench, config.split)
         self.targets: list[Target] = []
         for t in self.split.targets:
@@ -155,6 +203,17 @@ class Run:
                  f"from {self.bench.source} (revision {self.bench.revision}); running the {config.split} split")
         self._prepared = False
         self._taught: tuple[Teaching, list[str]] | None = None
+        self._low_utility_said = False
+
+    def _check_dev_targets(self) -> None:
+        """Fail before any model loads when ``--limit`` takes dev targets away (their fix is a
+        smaller --limit, not more --dev-targets)."""
+        c, have = self.config, len(self.bench.dev_targets)
+        if c.limit is None or have >= c.dev_targets:
+            return
+        total = len(self.bench.targets) + have
+        raise UserError(f"--limit {c.limit} leaves {have} of the {c.dev_targets} dev targets ({c.task} data here holds "
+                        f"{total} targets); pass --limit {max(total - c.dev_targets, 1)} or less, or --dev-targets {have}.")
 
     @staticmethod
     def _split(bench: Benchmark, split: str) -> Benchmark:
@@ -323,20 +382,32 @@ class Run:
         return cache_root() / "evals" / f"{self.config.task}-{key}.json"
 
     def _untouched(self, target: Target) -> dict[str, Any]:
-        """Scores of the untouched model on ``target``, cached on disk (a corrupt entry is rebuilt)."""
+        """Scores of the untouched model on ``target``, cached on disk (an entry that does not
+        parse, or parses to the wrong shape, is set aside and rebuilt)."""
         path = self.untouched_path(target)
-        if path.exists():
-            try:
-                cached = json.loads(path.read_text())
-                if isinstance(cached, dict) and {"scores", "extra"} <= set(cached):
-                    return cached
-                raise ValueError("not an evaluation record")
-            except (OSError, ValueError) as exc:
-                set_aside(path, type(exc).__name__, self.progress)
+        cached = self._cached(path, lambda entry: untouched_shape(entry, self._probe_sets(target)))
+        if cached is not None:
+            return cached
         result = {"scores": self._evaluate(self.model, target),
                   "extra": self.task.extra_scores(self.model, self.tokenizer, self.bench, target)}
         atomic_write_text(path, json.dumps(result))
         return result
+
+    def _cached(self, path: Path, shape: Callable[[Any], str | None]) -> Any:
+        """The cache entry at ``path`` (``None``: absent); one that does not parse, or whose
+        ``shape`` is wrong, is set aside (:func:`~r2f_bench.atomic.set_aside`) and ``None``."""
+        if not path.exists():
+            return None
+        try:
+            entry = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            set_aside(path, type(exc).__name__, self.progress)
+            return None
+        why = shape(entry)
+        if why is not None:
+            set_aside(path, f"wrong shape: {why}", self.progress)
+            return None
+        return entry
 
     def _attack_data(self, request: ForgetRequest) -> list[Probe]:
         """RAP's relearning data: paraphrased views of half the request's facts."""
@@ -361,14 +432,9 @@ class Run:
         key = hashlib.sha256(json.dumps([self.untouched_path(target).stem, attack, self.config.rap_steps,
                                          self.config.rap_lr]).encode()).hexdigest()[:16]
         path = cache_root() / "evals" / f"{self.config.task}-attack-{key}.json"
-        if path.exists():
-            try:
-                cached = json.loads(path.read_text())
-                if isinstance(cached, dict):
-                    return cached
-                raise ValueError("not an evaluation record")
-            except (OSError, ValueError) as exc:
-                set_aside(path, type(exc).__name__, self.progress)
+        cached = self._cached(path, lambda entry: scores_shape(entry, self._probe_sets(target, forget_only=True)))
+        if cached is not None:
+            return cached
         scores = self._evaluate(self._attacked(self.model, data), target, forget_only=True)
         atomic_write_text(path, json.dumps(scores))
         return scores
@@ -384,7 +450,7 @@ class Run:
         model = copy.deepcopy(start)
         self.progress(f"{self.config.method} on {target.id}: unlearning")
         with measure(self.device) as cost:
-            edit = self.method.unlearn(model, request, self.ctx)
+            edit = self.checked(self.method.unlearn(model, request, self.ctx))
         if not all(torch.isfinite(p).all() for p in edit.model.parameters()):
             self.progress(f"warning: {self.config.method} on {target.id} left non-finite weights; "
                           f"recorded as a diverged deletion (no metrics), excluded from tables")
@@ -407,10 +473,24 @@ class Run:
                             identity_alignment(self.model, edit.model, self.tokenizer, self.bench.general_prompts),
                             time.time() - t0)
 
+    def checked(self, edit: Any) -> Edit:
+        """What ``unlearn()`` returned, checked as it returns (not after the evaluation): an
+        :class:`Edit` whose ``info`` can be stored as JSON."""
+        origin = f"method {self.config.method!r} (distribution {self._versions[f'method:{self.config.method}']})"
+        if not isinstance(edit, Edit):
+            raise UserError(f"{origin} returned {type(edit).__name__} from unlearn(), not an Edit; return "
+                            f"Edit(model, info) (r2f_bench.unlearner).")
+        try:
+            if not isinstance(edit.info, dict):
+                raise TypeError(f"info is a {type(edit.info).__name__}, not a dict")
+            json.dumps(json_safe(edit.info), sort_keys=True, default=str, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise UserError(f"{origin} returned an Edit whose info cannot be stored as JSON ({exc}); give "
+                            f"Edit.info str keys and JSON values.") from None
+        return edit
+
     def _save(self, edit: Edit, target: Target) -> None:
         """Write the unlearned model and its tokenizer (safetensors) for ``lm_eval`` and reuse."""
-        if not self.method.edits_weights:
-            raise UserError(f"method {self.config.method!r} edits no weights (it wraps the model at inference), so there is no checkpoint to save; drop --save-model.")
         path = Path(self.config.save_model) / target.id
         with atomic_dir(path) as tmp:
             edit.model.save_pretrained(tmp, safe_serialization=True)
@@ -432,7 +512,8 @@ class Run:
         """The record of a deletion that destroyed the model: a failure, never a score."""
         return json_safe({"method": self.config.method, "task": self.config.task, "target": target.id,
                           "seed": self.config.seed, "status": "diverged",
-                          **{m: None for m in ("usr", "usr_seen", "gur", "locality", "rap", "rap_control", "mia")},
+                          **{m: None for m in ("usr", "usr_seen", "gur", "locality", "rap", "rap_control",
+                                              "identity_alignment")},
                           "seconds": cost.seconds, "peak_mem_mb": cost.peak_mem_mb, "info": info,
                           **self._provenance(request, wall)})
 
@@ -442,11 +523,21 @@ class Run:
         held_out, util = self.roles(target)[HELD_OUT], self.task.utility_set
         known = {s: sum(answered(before, s)) for s in held_out}
         by_level = {s: usr(answered(before, s), answered(after, s), self.task.chance(s)) for s in held_out}
-        gur = retention(score(before[util]), score(after[util])) if util in after else None
+        gur = self.gur(score(before[util]), score(after[util])) if util in after else None
         return pooled(by_level, known), gur
 
-    def _record(self, target, request, before, after, relearned, control, extra_after, cost, info, mia, wall) -> dict:
-        """The result record; every share is a percentage (0-100), MIA a cosine."""
+    def gur(self, before: float, after: float) -> float | None:
+        """GUR from the untouched and unlearned utility scores (%): n/a (``None``) where the
+        untouched model scores below :data:`~r2f_bench.metrics.MIN_UTILITY`, said once per run."""
+        if before < MIN_UTILITY and not self._low_utility_said:
+            self._low_utility_said = True
+            self.progress(f"warning: the untouched model scores {before:.1f}% on the utility set, below the "
+                          f"{MIN_UTILITY:g}% floor: GUR, a ratio to it, is n/a in this run's records")
+        return retention(before, after, MIN_UTILITY)
+
+    def _record(self, target, request, before, after, relearned, control, extra_after, cost, info, alignment,
+                wall) -> dict:
+        """The result record; every share is a percentage (0-100), identity alignment a cosine."""
         roles, chance = self.roles(target), self.task.chance
         b_scores, util, held_out = before["scores"], self.task.utility_set, roles[HELD_OUT]
         known = {s: sum(answered(b_scores, s)) for s in held_out + roles[SEEN]}
@@ -466,16 +557,16 @@ class Run:
             "usr": pooled(by_level, known),
             "usr_seen": pooled(rate(usr, roles[SEEN], after), known),
             "usr_by_level": by_level,
-            "gur": retention(set_before[util], set_after[util]),
+            "gur": self.gur(set_before[util], set_after[util]),
             "locality": retention(score(locality), score(locality_after)) if locality else None,
             "rap": pooled(rate(recovery, held_out, after, relearned), forgotten),
             "rap_control": pooled(rate(kept, held_out, control), known),
-            "mia": mia,
+            "identity_alignment": alignment,
             "seconds": cost.seconds, "peak_mem_mb": cost.peak_mem_mb,
             "known_forget_probes": sum(known[s] for s in held_out),
             "forgotten_forget_probes": sum(forgotten.values()),
             "forget_probes": sum(len(b_scores.get(s, [])) for s in held_out),
-            "n": {"utility": len(self.bench.utility), "mia_prompts": len(self.bench.general_prompts),
+            "n": {"utility": len(self.bench.utility), "identity_prompts": len(self.bench.general_prompts),
                   "locality": len(locality), "request": len(request.facts), "retain": len(request.retain)},
             "roles": roles,
             "official": {"before": {**self.task.official_scores(set_before), **before["extra"]},

@@ -23,6 +23,7 @@ file onto it; either one is a valid result (idempotent).
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import math
@@ -34,7 +35,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from .atomic import atomic_write_text
+from .atomic import atomic_write_text, check_writable
+from .errors import UserError
 
 JOBS_DIR = "jobs"
 LOCKS_DIR = "locks"
@@ -43,6 +45,8 @@ WHERE_FIELDS = ("output", "save_model", "threads", "device_map")  # say where or
 # configuration fields added after stores existed: left out of a key at these values, so
 # an older store's results keep their keys and still resume
 LATER_DEFAULTS = {"dtype": "float32"}
+# record fields renamed since stores existed: the old field's path -> its new name (beside it)
+RENAMED = {("mia",): "identity_alignment", ("n", "mia_prompts"): "identity_prompts"}
 
 
 def canonical_json(obj: Any) -> str:
@@ -79,6 +83,18 @@ def job_key(config: Mapping[str, Any], target: str, data_revision: str,
     return hashlib.sha256(canonical_json(identity).encode("utf-8")).hexdigest()
 
 
+def upgraded(record: dict[str, Any]) -> dict[str, Any]:
+    """``record`` with every field of :data:`RENAMED` under its new name (in place; a record
+    that carries both keeps the new one). The one place older records are mapped."""
+    for (*parents, old), new in RENAMED.items():
+        holder: Any = record
+        for part in parents:
+            holder = holder.get(part) if isinstance(holder, dict) else None
+        if isinstance(holder, dict) and old in holder:
+            holder.setdefault(new, holder.pop(old))
+    return record
+
+
 def record_key(record: Mapping[str, Any]) -> str:
     """The key of a result record, recomputed from the fields it carries."""
     return job_key(record["config"], record["target"], record["data_revision"], record["versions"],
@@ -99,8 +115,9 @@ class Store:
         return self.jobs / f"{key}.json"
 
     def get(self, key: str) -> dict[str, Any] | None:
-        """The record stored under ``key``; ``None`` if absent or unreadable."""
-        return _read(self.path(key))
+        """The record stored under ``key`` (older field names :func:`upgraded`); ``None`` if absent or unreadable."""
+        record = _read(self.path(key))
+        return None if record is None else upgraded(record)
 
     def done(self, key: str) -> bool:
         return self.get(key) is not None
@@ -119,12 +136,33 @@ class Store:
         atomic_write_text(self.export_path, "".join(canonical_json(r) + "\n" for r in self.records()))
         return self.export_path
 
+    def check(self) -> None:
+        """Fail before anything runs, with one line, if the store's folders cannot be written."""
+        check_writable(self.root)
+        for folder, holds in ((self.jobs, "finished jobs"), (self.root / LOCKS_DIR, "job locks")):
+            if folder.exists() and not folder.is_dir():
+                raise UserError(f"{folder} is a file, but the results store keeps its {holds} there; move it away, "
+                                f"or pass another --output.")
+            check_writable(folder)
+
+    def lock_path(self, key: str) -> Path:
+        return self.root / LOCKS_DIR / f"{self.path(key).stem}.lock"
+
+    def holder(self, key: str) -> str:
+        """Who holds ``key``'s lock: ``host <name> pid <n>`` (``unknown`` if unreadable)."""
+        try:
+            host, pid = self.lock_path(key).read_text().split()
+        except (OSError, ValueError):
+            return "unknown"
+        return f"host {host} pid {pid}"
+
     @contextmanager
     def claim(self, key: str) -> Iterator[bool]:
         """Hold ``key``'s lock while its job runs; yields ``False`` if another live process
         holds it (two sweeps on one store never run the same job twice). A lock left by a
-        process that died on this host is taken over."""
-        lock = self.root / LOCKS_DIR / f"{key}.lock"
+        process that died on this host is taken over; a lock that cannot be written whole
+        (a full disk) is removed, never left empty."""
+        lock = self.lock_path(key)
         lock.parent.mkdir(parents=True, exist_ok=True)
         me = f"{socket.gethostname()} {os.getpid()}"
         for _ in range(2):
@@ -136,8 +174,10 @@ class Store:
                     return
                 lock.unlink(missing_ok=True)
                 continue
-            os.write(fd, me.encode())
-            os.close(fd)
+            except OSError as exc:
+                raise UserError(f"cannot create the job lock {lock} ({exc.strerror}); free space or fix "
+                                f"permissions there, or pass another --output.") from None
+            _write_lock(fd, lock, me)
             try:
                 yield True
             finally:
@@ -151,17 +191,34 @@ class Store:
         return sorted(p.stem for p in self.jobs.glob("*.json") if _is_key(p.stem))
 
     def records(self) -> Iterator[dict[str, Any]]:
-        """Every finished record, in key order; unreadable files are skipped with a warning."""
+        """Every finished record, in key order (one without ``stored_at``, from before it was
+        recorded, gets its file's modification time); unreadable files are skipped with a warning."""
         for key in self.keys():
             record = self.get(key)
             if record is None:
                 warnings.warn(f"skipping unreadable result {self.path(key)}; the next sweep re-runs that job.",
                               stacklevel=2)
                 continue
+            if "stored_at" not in record:
+                record["stored_at"] = _mtime(self.path(key))
             yield record
 
     def __len__(self) -> int:
         return len(self.keys())
+
+
+def _write_lock(fd: int, lock: Path, text: str) -> None:
+    """Write the lock's owner whole, or remove the lock and fail in one line naming it."""
+    try:
+        try:
+            if os.write(fd, text.encode()) != len(text.encode()):
+                raise OSError(errno.ENOSPC, "short write")
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        lock.unlink(missing_ok=True)
+        raise UserError(f"cannot write the job lock {lock} ({exc.strerror}); free space or fix permissions there, "
+                        f"or pass another --output.") from None
 
 
 def _stale(lock: Path) -> bool:
@@ -186,6 +243,13 @@ def _stale(lock: Path) -> bool:
     except (OSError, ValueError):
         return False
     return False
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
 
 
 def _is_key(text: str) -> bool:

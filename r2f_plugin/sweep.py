@@ -22,7 +22,6 @@ from functools import partial
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from .atomic import check_writable
 from .distributed import process_state
 from .errors import UserError
 from .plugins import registry as plugin_registry
@@ -81,6 +80,8 @@ def parse_seeds(text: str) -> list[int]:
             seeds += list(range(int(lo), int(hi) + 1)) if sep else [int(part)]
         except ValueError:
             raise UserError(f"bad --seeds item {part!r}; write e.g. 0,1,2 or 0-4.") from None
+        if sep and int(hi) < int(lo):
+            raise UserError(f"bad --seeds item {part!r}: a range runs from low to high; write {hi}-{lo}.")
     if not seeds:
         raise UserError("--seeds is empty; write e.g. 0,1,2.")
     return list(dict.fromkeys(seeds))
@@ -198,7 +199,7 @@ def execute(jobs: Sequence[Job], output: str, *, runner: Any = None,
         progress(tag + msg)
 
     store = Store(output)
-    check_writable(store.root)
+    store.check()
     mine = shard(jobs, index, count)
     report = SweepReport(planned=len(jobs), assigned=len(mine))
     try:
@@ -236,9 +237,14 @@ def _run_job(job: Job, runner: Any, store: Store, report: SweepReport, say: Prog
             say(f"  {target.id}: already done ({key[:12]})")
             continue
         with store.claim(key) as mine:
+            if not mine and replace:
+                raise UserError(f"{target.id} of this run ({key[:12]}) is being run by another process "
+                                f"({store.holder(key)}); wait for it to finish, or remove {store.lock_path(key)} "
+                                f"if that process is gone.")
             if not mine or (store.done(key) and not replace):
                 report.skipped += 1
-                say(f"  {target.id}: {'running in another process' if not mine else 'already done'} ({key[:12]})")
+                say(f"  {target.id}: " + (f"running in another process ({store.holder(key)})" if not mine else
+                                          "finished by another process meanwhile") + f" ({key[:12]})")
                 continue
             record = dict(run.run_target(target))
             record.setdefault("target", target.id)

@@ -13,7 +13,7 @@ Rows are methods. Records of one method that differ in setting (hyper-parameters
 views, target or proxy model) are never averaged together: they become separate
 rows, labelled by the setting fields that vary among that method's records.
 
-Tables: ``table1`` (USR / GUR per dataset), ``rap``, ``mia``, ``cost``
+Tables: ``table1`` (USR / GUR per dataset), ``rap``, ``identity_alignment``, ``cost``
 (per-deletion time and peak memory, with ratios to FullGrad when present) and
 ``transfer`` (R2F's proxy→target matrix, when the store holds several model pairs).
 Each states the models, data revisions and plugin versions its records came from;
@@ -29,7 +29,7 @@ from typing import Callable, Iterable, Sequence
 
 from .aggregate import (DIGITS, HIGHER_IS_BETTER, METRIC_TITLES, Record, Stat, aggregate, setting, setting_label,
                         task_order, varying)
-from .metrics import ANSWERED_NOTE, legend
+from .metrics import ANSWERED_NOTE, MIN_UTILITY, legend
 from .store import canonical_json
 from .tune import DEFAULT_MIN_GUR
 
@@ -39,11 +39,12 @@ REFERENCE_METHOD = "fullgrad"
 SEEN_NOTE = ("USR counts held-out probes, phrased apart from anything the request contains (does the forgetting "
              "generalise?); USR seen counts probes made of the request's own strings (is what was asked removed?): "
              "two measurements, neither bounds the other")
-MIA_NOTE = ("MIA is model identity alignment, not a membership-inference attack; the paper's Table 3 ranks it "
-            "lower-is-better, so no direction is marked best here")
+ALIGNMENT_NOTE = ("ID-align is identity alignment (the paper's \"MIA\"), not a membership-inference attack; the "
+                  "paper's Table 3 ranks it lower-is-better, so no direction is marked best here")
 NA_NOTE = ("n/a: undefined, nothing to count: RAP where nothing was forgotten (nothing can come back), the other "
-           "shares where the untouched model knew none of their probes or the benchmark has none")
-UNRANKED = frozenset({"mia"})  # closeness to the untouched model is neither better nor worse (MIA_NOTE)
+           "shares where the untouched model knew none of their probes or the benchmark has none, GUR where the untouched "
+           f"model's utility score is below {MIN_UTILITY:g}% (a ratio to almost nothing)")
+UNRANKED = frozenset({"identity_alignment"})  # closeness to the untouched model: neither better nor worse (ALIGNMENT_NOTE)
 UNDEFINED = Stat(math.nan, None, None, 0)  # records exist, but none defines the metric (NA_NOTE)
 
 
@@ -271,7 +272,8 @@ def build_tables(records: Sequence[Record]) -> list[Table]:
                                       f"{SEEN_NOTE}. {ANSWERED_NOTE}")),
         level_table(records),
         metric_table(records, ("rap", "rap_control"), "rap", "Relearning attack (RAP)"),
-        metric_table(records, ("mia",), "mia", "Model identity alignment (MIA)", f"{MIA_NOTE}."),
+        metric_table(records, ("identity_alignment",), "identity_alignment", "Identity alignment (ID-align)",
+                     f"{ALIGNMENT_NOTE}."),
         cost_table(records),
     ]
     tables += transfer_tables(records)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import random
+import time
 from typing import Any, Callable, Sequence
 
 import torch
@@ -17,21 +18,29 @@ from .losses import answer_nll, batch_logits
 from .progress import bar
 
 
+CHECK_EVERY = 5  # epochs between accuracy checks of an early-stopping fine-tune
+RATE_STEPS = 5  # optimiser steps timed before a fine-tune with progress announces its estimate
+
+
 def finetune(model: torch.nn.Module, tokenizer: Any, probes: list[Probe], epochs: int = 1, lr: float = 1e-3,
              batch_size: int = 32, stop_accuracy: float | None = None, max_steps: int | None = None,
              progress: Callable[[str], None] | None = None, seed: int = 0) -> int:
     """AdamW on the answer NLL. Stops after ``max_steps`` optimiser steps, or once the
-    answer-token accuracy reaches ``stop_accuracy`` (checked every 5 epochs; a check
-    that does not improve on the best so far halves the learning rate).
-    Returns the number of epochs run.
+    answer-token accuracy reaches ``stop_accuracy`` (checked every :data:`CHECK_EVERY`
+    epochs; a check that does not improve on the best so far halves the learning rate).
+    With ``progress``: one line with the number of facts and the time it will take at the
+    rate of the first :data:`RATE_STEPS` steps, and an epoch bar whose end (hence ETA)
+    follows the accuracy checks (:func:`expected_epochs`). Returns the number of epochs run.
     """
     device = next(model.parameters()).device
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
     rng = random.Random(seed)
-    steps, best = 0, 0.0
+    steps, best, previous = 0, 0.0, None
+    per_epoch = math.ceil(len(probes) / batch_size)
     model.train()
     epochs_bar = bar(range(1, epochs + 1), desc="teaching", unit="epoch") if progress else range(1, epochs + 1)
+    start = time.perf_counter()
     for epoch in epochs_bar:
         for chunk in batches(probes, batch_size, rng):
             loss = answer_nll(model, encode(tokenizer, chunk, device=device)).mean()
@@ -39,24 +48,59 @@ def finetune(model: torch.nn.Module, tokenizer: Any, probes: list[Probe], epochs
             loss.backward()
             opt.step()
             steps += 1
+            if progress and steps == min(RATE_STEPS, per_epoch):
+                rate = (time.perf_counter() - start) / steps
+                progress(estimate(len(probes), rate, per_epoch, epochs, stop_accuracy, max_steps))
             if max_steps is not None and steps >= max_steps:
                 model.eval()
                 return epoch
-        if stop_accuracy is not None and epoch % 5 == 0:
+        if stop_accuracy is not None and epoch % CHECK_EVERY == 0:
             acc = answer_accuracy(model, tokenizer, probes)
             if progress:
                 epochs_bar.set_postfix(loss=f"{loss.item():.3f}", accuracy=f"{acc:.3f}")
+                epochs_bar.total = expected_epochs(epoch, acc, previous, stop_accuracy, epochs)
+                epochs_bar.refresh()
             if acc >= stop_accuracy:
                 break
             if acc <= best:
                 for group in opt.param_groups:
                     group["lr"] /= 2
-            best = max(best, acc)
+            best, previous = max(best, acc), acc
             model.train()
     if progress:
         epochs_bar.close()
     model.eval()
     return epoch
+
+
+def expected_epochs(epoch: int, accuracy: float, previous: float | None, target: float, most: int) -> int:
+    """The epoch by which teaching should reach ``target`` accuracy: the last two checks'
+    trend extended linearly, rounded up to a check, at least the next check and at most
+    ``most`` (no rising trend yet: ``most``)."""
+    if accuracy >= target:
+        return epoch
+    gain = accuracy - previous if previous is not None else 0.0
+    if gain <= 0:
+        return most
+    checks = math.ceil((target - accuracy) / gain)
+    return min(most, epoch + CHECK_EVERY * max(1, checks))
+
+
+def estimate(facts: int, rate: float, per_epoch: int, epochs: int, stop_accuracy: float | None,
+             max_steps: int | None) -> str:
+    """The line a fine-tune with progress says before it runs on: facts, measured rate, time."""
+    steps = per_epoch * epochs if max_steps is None else min(max_steps, per_epoch * epochs)
+    stop = (f", less once answer-token accuracy reaches {stop_accuracy:g} (checked every {CHECK_EVERY} epochs)"
+            if stop_accuracy is not None else "")
+    return (f"teaching {facts} facts: {rate:.2f} s a step measured, {per_epoch} steps an epoch: up to about "
+            f"{duration(rate * steps)} for {math.ceil(steps / per_epoch)} epochs{stop}")
+
+
+def duration(seconds: float) -> str:
+    """``40 s``, ``12 min``, ``2.5 h``."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.0f} min" if seconds < 90 * 60 else f"{seconds / 3600:.1f} h"
 
 
 @torch.no_grad()

@@ -86,7 +86,7 @@ def curve_points(run: Run, strengths: Sequence[float], condition: str) -> dict[s
         before = run._untouched(target)["scores"]
         points = [(100.0, 0.0)]
         for x in strengths:
-            method = run.method_cls(run.method_cls.parse_params({knob: str(x)}))
+            method = run.method_cls(run.method_cls.parse_params({**run.config.params, knob: str(x)}))
             request = other_request(run, target) if condition == "other_request" else run.request(target)
             torch.manual_seed(run.config.seed)
             edit = method.unlearn(copy.deepcopy(run.model), request, run.ctx)
@@ -126,8 +126,8 @@ def check_world(world: Path, seeds: Sequence[int], targets: int, strengths: Sequ
     curves: dict[str, dict[str, list]] = {c: {} for c in CONDITIONS}
     teach_seconds: list[float] = []
     for seed in seeds:
-        run = Run(RunConfig(method=METHOD, task="rwku", data_dir=str(world), limit=targets, dev_targets=2,
-                            seed=seed, **(config or {})), progress=progress)
+        run = Run(RunConfig(**{"method": METHOD, "task": "rwku", "data_dir": str(world), "limit": targets,
+                               "dev_targets": 2, "seed": seed, **(config or {})}), progress=progress)
         run.prepare()
         teach_seconds.append(run.model_info.get("teach_seconds", 0.0))
         knob = run.method_cls.strength

@@ -28,8 +28,10 @@ import statistics
 from typing import Any, Sequence
 
 from .errors import UserError
+from .metrics import DEFINITIONS
 
-METRICS = ("usr", "gur", "rap", "mia", "seconds")
+METRICS = ("usr", "gur", "rap", "identity_alignment", "seconds")
+THREE_DIGITS = ("identity_alignment", "seconds")  # a cosine, and seconds of small runs
 DEFAULT_MIN_GUR = 90.0
 
 
@@ -88,12 +90,12 @@ def choose(rows: list[tuple[dict[str, str], dict[str, float | None]]], min_gur: 
 
 def render(method: str, task: str, rows: list, best: int, why: str) -> str:
     """A Markdown table of the search with the chosen row marked."""
-    head = "| setting | " + " | ".join(m.upper() if m != "seconds" else "s/deletion" for m in METRICS) + " | targets |"
+    head = "| setting | " + " | ".join(DEFINITIONS[m][0] if m != "seconds" else "s/deletion" for m in METRICS) + " | targets |"
     lines = [f"### {method} on {task} (dev split): chosen {rows[best][0] or 'defaults'} ({why})", "",
              head, "|" + "---|" * (len(METRICS) + 2)]
     for i, (point, s) in enumerate(rows):
         label = ", ".join(f"{k}={v}" for k, v in point.items()) or "defaults"
-        cells = ["n/a" if s[m] is None else f"{s[m]:.3f}" if m in ("mia", "seconds") else f"{s[m]:.1f}" for m in METRICS]
+        cells = ["n/a" if s[m] is None else f"{s[m]:.3f}" if m in THREE_DIGITS else f"{s[m]:.1f}" for m in METRICS]
         mark = " **←**" if i == best else ""
         lines.append(f"| {label}{mark} | " + " | ".join(cells) + f" | {s['targets']} |")
     return "\n".join(lines) + "\n"

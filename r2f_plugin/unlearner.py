@@ -96,7 +96,7 @@ class Context:
     (targets disjoint from the evaluation targets, with their requests and probes, for
     fitting and tuning, and the role each of their probe sets plays:
     :data:`r2f_bench.task.ROLES`) and the retain pool; never an evaluation probe, the
-    utility set or the MIA prompts.
+    utility set or the identity-alignment prompts.
     """
 
     tokenizer: Any

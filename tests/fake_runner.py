@@ -3,7 +3,9 @@
 Every ``run_target`` call appends ``{"label", "target", "rank", "pid"}`` to the
 JSONL file named by ``R2F_FAKE_LOG`` (if set) and to :data:`CALLS`, so tests can
 count executions across processes. ``R2F_FAKE_REVISION`` overrides the data revision;
-``R2F_FAKE_INTERRUPT_AT=N`` interrupts the run after N targets in this process.
+``R2F_FAKE_INTERRUPT_AT=N`` interrupts the run after N targets in this process;
+``R2F_FAKE_SIGTERM_AT=N`` sends this process SIGTERM after N targets, while it holds a
+``.work-*`` scratch folder under the output directory (as an evaluation does).
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import signal
+import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Callable
@@ -47,6 +51,9 @@ class Run:
                 "target": target.id, "rank": int(os.environ.get("RANK", "0")), "pid": os.getpid()}
         if len(CALLS) == int(os.environ.get("R2F_FAKE_INTERRUPT_AT", "-1")):
             raise KeyboardInterrupt  # as Ctrl-C (or a kill) mid-run
+        if len(CALLS) == int(os.environ.get("R2F_FAKE_SIGTERM_AT", "-1")):
+            with tempfile.TemporaryDirectory(prefix=".work-", dir=c.output):
+                os.kill(os.getpid(), signal.SIGTERM)  # as `timeout`, SLURM or `docker stop` mid-evaluation
         CALLS.append(call)
         if os.environ.get("R2F_FAKE_LOG"):
             with open(os.environ["R2F_FAKE_LOG"], "a") as log:  # one write per line: processes never interleave
@@ -54,7 +61,7 @@ class Run:
         u = int(hashlib.sha256(json.dumps([call["label"], target.id]).encode()).hexdigest(), 16)
         return {"method": c.method, "task": c.task, "target": target.id, "seed": c.seed,
                 "usr": float(u % 100), "gur": float(u // 100 % 100), "rap": float(u // 10**4 % 100),
-                "mia": (u // 10**6 % 1000) / 1000, "seconds": 0.01, "peak_mem_mb": 1.0,
+                "identity_alignment": (u // 10**6 % 1000) / 1000, "seconds": 0.01, "peak_mem_mb": 1.0,
                 "grad_cosine": None, "official": {}, "config": c.to_dict(), "versions": self.versions(),
                 "models": {"target": _label(c.model, "embedded:mistral-h128-l4"),
                            "proxy": _label(c.proxy, "embedded:mistral-h64-l2")},

@@ -22,15 +22,16 @@ def test_end_to_end_run_writes_the_store_that_table_reads(tmp_path, capsys):
     records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert len(records) == 1 and len(list((out / "jobs").glob("*.json"))) == 1
     r = records[0]
-    for key in ("method", "task", "target", "seed", "usr", "gur", "rap", "rap_control", "mia", "seconds",
-                "peak_mem_mb", "grad_cosine", "official", "config", "versions", "views", "models", "data_revision"):
+    for key in ("method", "task", "target", "seed", "usr", "gur", "rap", "rap_control", "identity_alignment",
+                "seconds", "peak_mem_mb", "grad_cosine", "official", "config", "versions", "views", "models",
+                "data_revision"):
         assert key in r, key
     assert r["official"]["before"]["forget_fb"] > 50  # percent: the embedded model was taught the facts
     assert "embedded demo model" in r["models"]["target"]
     assert r["versions"]["method:r2f"].startswith("r2f-bench==")
     assert len(r["views"]) == 3 and r["threads"] == 1
     printed = capsys.readouterr().out
-    assert "usr" in printed and "USR (%):" in printed and "MIA (cosine):" in printed  # the legend
+    assert "usr" in printed and "USR (%):" in printed and "ID-align (cosine):" in printed  # the legend
     assert f"(n={r['known_forget_probes']})" in printed and "\n1 record stored in " in printed
     # the same run again replaces its record; the table reads the plain run's store
     assert main(argv) == 0
@@ -44,8 +45,8 @@ def demo_record(**fields) -> dict:
     """A record as the demo run writes one: 16 known probes, nothing forgotten, 8 utility items."""
     return {"method": "r2f", "task": "rwku", "target": "1_Orla_Vantree", "models": {"target": "m", "proxy": None},
             "usr": 0.0, "usr_seen": 0.0, "gur": 100.0, "locality": 91.5, "rap": None, "rap_control": 93.75,
-            "mia": 0.87, "seconds": 0.08, "peak_mem_mb": 3.5, "known_forget_probes": 16,
-            "forgotten_forget_probes": 0, "n": {"utility": 8, "mia_prompts": 5, "locality": 12}, **fields}
+            "identity_alignment": 0.87, "seconds": 0.08, "peak_mem_mb": 3.5, "known_forget_probes": 16,
+            "forgotten_forget_probes": 0, "n": {"utility": 8, "identity_prompts": 5, "locality": 12}, **fields}
 
 
 def test_the_run_table_shows_the_items_behind_each_cell_and_flags_few():
@@ -53,8 +54,8 @@ def test_the_run_table_shows_the_items_behind_each_cell_and_flags_few():
 
     text = summary([demo_record(), demo_record(target="2_Bram_Ostelic", usr=6.25, rap=100.0, forgotten_forget_probes=1)])
     head, _, first, second = text.splitlines()[1:5]
-    assert head.split() == ["target", "usr", "usr_seen", "gur", "locality", "rap", "rap_control", "mia", "seconds",
-                            "peak_mem_mb"]  # RAP shows, n/a, even where no target forgot anything
+    assert head.split() == ["target", "usr", "usr_seen", "gur", "locality", "rap", "rap_control", "identity_alignment",
+                            "seconds", "peak_mem_mb"]  # RAP shows, n/a, even where no target forgot anything
     for cell in ("0.000 (n=16) ", "100.000 (n=8)*", "91.500 (n=12) ", "n/a (n=0) ", "93.750 (n=16) ", "0.870 (n=5)*"):
         assert cell in first, cell
     assert "6.250 (n=16) " in second and "100.000 (n=1)*" in second
@@ -72,6 +73,48 @@ def test_listings_json(capsys):
     assert main(["tasks", "--json"]) == 0
     tasks = {t["name"]: t for t in json.loads(capsys.readouterr().out)}
     assert "rwku_forget_fb" in tasks["rwku"]["lm_eval_tasks"]
+
+
+def fake_store(root) -> None:
+    """A results store of synthetic records (no model runs)."""
+    from r2f_bench.store import Store, record_key
+    from test_tables import synthetic
+
+    store = Store(root)
+    for r in synthetic():
+        store.put(record_key(r), r)
+
+
+@pytest.mark.parametrize("command", [
+    ["table", "--output", "{out}"],
+    ["tune", "--runner", "fake_runner", "--method", "fullgrad", "--grid", "step=0.005,0.04", "--limit", "1",
+     "--output", "{out}", "--quiet"],
+])
+def test_json_is_alone_on_stdout_and_pipes_into_json_tool(command, tmp_path):
+    """``r2f-bench CMD --json | python -m json.tool`` parses; the text tables go to stderr."""
+    import os
+    import shlex
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    fake_store(tmp_path)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]),
+           "OMP_NUM_THREADS": "1"}
+    argv = " ".join(shlex.quote(a.format(out=tmp_path)) for a in command)
+    done = subprocess.run(f"{sys.executable} -m r2f_bench {argv} --json | {sys.executable} -m json.tool", shell=True,
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    printed = json.loads(done.stdout)
+    if command[0] == "table":
+        assert printed["records"] == len(list((tmp_path / "jobs").glob("*.json"))) and printed["skipped"] == []
+        table1 = next(t for t in printed["tables"] if t["name"] == "table1")
+        cell = next(r for r in table1["rows"] if r["row"] == "r2f")["cells"]["rwku.usr"]
+        assert (cell["mean"], cell["n"], cell["targets"], cell["seeds"]) == (82.0, 6, 2, 3)
+        assert "### Unlearning success and utility retention" in done.stderr
+    else:
+        assert [r["params"] for r in printed[0]["rows"]] == [{"step": "0.005"}, {"step": "0.04"}]
+        assert "### fullgrad on rwku (dev split)" in done.stderr
 
 
 def _bad(args, capsys, pattern):

@@ -62,3 +62,49 @@ def test_a_model_that_never_learns_is_flagged(monkeypatch):
                                        progress=said.append, max_epochs=10)
     assert info["taught_token_accuracy"] < 0.97
     assert any(line.startswith("warning: embedded model") for line in said)
+
+
+def test_expected_epochs_follow_the_accuracy_trend():
+    from r2f_bench.teaching import expected_epochs
+
+    assert expected_epochs(10, 0.50, 0.40, 0.97, 120) == 10 + 5 * 5  # +0.10 a check: 5 more checks
+    assert expected_epochs(10, 0.50, None, 0.97, 120) == 120  # no trend yet: the most
+    assert expected_epochs(10, 0.50, 0.60, 0.97, 120) == 120  # falling: the most
+    assert expected_epochs(10, 0.96, 0.50, 0.97, 120) == 15  # at least the next check
+    assert expected_epochs(10, 0.10, 0.09, 0.97, 120) == 120 and expected_epochs(10, 0.98, 0.9, 0.97, 120) == 10
+
+
+def test_teaching_says_its_cost_first_and_its_bar_ends_at_the_early_stop(monkeypatch):
+    """One line with the facts and a time from the measured rate; the epoch bar's end moves
+    from max_epochs to where the accuracy trend reaches the target, so its ETA follows."""
+    from r2f_bench import teaching
+
+    class Bar:
+        def __init__(self, iterable, **kwargs):
+            self.iterable, self.total, self.totals = iterable, len(iterable), []
+            bars.append(self)
+
+        def __iter__(self):
+            return iter(self.iterable)
+
+        def set_postfix(self, **kwargs):
+            pass
+
+        def refresh(self):
+            self.totals.append(self.total)
+
+        def close(self):
+            pass
+
+    bars: list[Bar] = []
+    monkeypatch.setattr(teaching, "bar", Bar)
+    facts, extra = _facts()
+    tok = build_tokenizer([f"{p.prompt} {p.answer}" for p in facts] + extra)
+    model = build_model(EmbeddedSpec.parse("embedded:mistral-h64-l2"), tok)
+    said = []
+    epochs = teaching.finetune(model, tok, list(facts), epochs=150, lr=3e-3, stop_accuracy=0.97, progress=said.append)
+    assert len(said) == 1 and said[0].startswith("teaching 6 facts: ") and " s a step measured, 1 steps an epoch: " \
+        "up to about " in said[0] and said[0].endswith("for 150 epochs, less once answer-token accuracy reaches 0.97 "
+                                                  "(checked every 5 epochs)")
+    totals = bars[0].totals
+    assert epochs < 150 and totals[-1] == epochs and min(totals) < 150 and all(t >= 5 for t in totals)

@@ -151,11 +151,12 @@ def test_full_disk_export_leaves_the_old_file(tmp_path, monkeypatch):
 def test_strict_json_never_writes_nan(tmp_path):
     from r2f_bench.store import Store, canonical_json, json_safe
 
-    assert json_safe({"mia": float("nan"), "usr": [1.0, float("inf")]}) == {"mia": None, "usr": [1.0, None]}
+    assert json_safe({"identity_alignment": float("nan"), "usr": [1.0, float("inf")]}) == \
+        {"identity_alignment": None, "usr": [1.0, None]}
     with pytest.raises(ValueError):
-        canonical_json({"mia": float("nan")})
-    stored = Store(tmp_path).put("ab" * 32, {"mia": float("nan"), "usr": 5.0})
-    assert stored["mia"] is None and "NaN" not in (tmp_path / "jobs" / f"{'ab' * 32}.json").read_text()
+        canonical_json({"identity_alignment": float("nan")})
+    stored = Store(tmp_path).put("ab" * 32, {"identity_alignment": float("nan"), "usr": 5.0})
+    assert stored["identity_alignment"] is None and "NaN" not in (tmp_path / "jobs" / f"{'ab' * 32}.json").read_text()
 
 
 def test_broken_plugin_hook_is_skipped_with_one_warning():
@@ -290,7 +291,7 @@ def test_nan_edit_is_a_diverged_record_never_perfect_forgetting(tmp_path):
         assert any("could not be loaded (JSONDecodeError)" in line for line in said)
     finally:
         reg.unregister("explode-plugin")
-    assert rec["status"] == "diverged" and all(rec[m] is None for m in ("usr", "gur", "rap", "mia"))
+    assert rec["status"] == "diverged" and all(rec[m] is None for m in ("usr", "gur", "rap", "identity_alignment"))
     json.dumps(rec, allow_nan=False)
     assert not list(tmp_path.glob(".work-*"))
     ok = table_record("r2f", "rwku", 0, "t1", 80.0, 95.0, 20.0, 0.9, 1.0)

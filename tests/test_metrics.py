@@ -26,5 +26,6 @@ def test_rap_control_is_recall_kept_by_the_untouched_model_under_attack():
 
 
 def test_every_reported_metric_has_a_unit_and_definition():
-    assert legend(["usr", "mia"]) == [f"USR (%): {DEFINITIONS['usr'][2]}", f"MIA (cosine): {DEFINITIONS['mia'][2]}"]
+    assert legend(["usr", "identity_alignment"]) == [f"USR (%): {DEFINITIONS['usr'][2]}",
+                                                     f"ID-align (cosine): {DEFINITIONS['identity_alignment'][2]}"]
     assert all(unit in ("%", "cosine", "s", "MB") for _, unit, _ in DEFINITIONS.values())

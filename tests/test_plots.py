@@ -53,10 +53,10 @@ def test_plots_written_as_png(tmp_path, capsys):
 
 
 def test_the_ablation_title_fits_a_one_dataset_figure():
-    """The narrowest figure (one dataset) shows its whole title, and MIA has no "better" arrow."""
+    """The narrowest figure (one dataset) shows its whole title, and identity alignment has no "better" arrow."""
     fig = ablation_figure(series([r for r in ablation_records() if r["task"] == "rwku"], "views"), "views")
     fig.canvas.draw()
     title = next(t for t in fig.texts if t.get_text().startswith("R2F ablation: views"))
     box = title.get_window_extent()
     assert 0 <= box.x0 and box.x1 <= fig.bbox.width and box.y1 <= fig.bbox.height
-    assert [ax.get_ylabel() for ax in fig.axes] == ["USR ↑", "GUR ↑", "RAP ↓", "MIA"]
+    assert [ax.get_ylabel() for ax in fig.axes] == ["USR ↑", "GUR ↑", "RAP ↓", "ID-align"]

@@ -45,6 +45,22 @@ def test_put_get_records_and_export(tmp_path):
     assert not list(store.jobs.glob(".*"))  # no temporary files left
 
 
+def test_a_record_written_before_the_rename_reads_under_the_new_names(tmp_path, capsys):
+    """An older store's ``mia`` (and ``n.mia_prompts``) count as identity alignment in the tables."""
+    from r2f_bench.cli import main
+    from test_tables import record
+
+    store = Store(tmp_path)
+    new = record("r2f", "rwku", 0, "t1", 10.0, 90.0, 20.0, 0.876, 1.0)
+    old = {**{k: v for k, v in new.items() if k != "identity_alignment"}, "mia": 0.876, "n": {"mia_prompts": 5}}
+    store.jobs.mkdir(parents=True)
+    store.path(record_key(old)).write_text(json.dumps(old))
+    read = store.get(record_key(old))
+    assert (read["identity_alignment"], read["n"], "mia" in read) == (0.876, {"identity_prompts": 5}, False)
+    assert main(["table", "--output", str(tmp_path), "--format", "md"]) == 0
+    assert "| r2f | 0.876 (n=1) |" in capsys.readouterr().out
+
+
 def test_unreadable_file_is_not_done(tmp_path):
     store = Store(tmp_path)
     key = "ab" * 32

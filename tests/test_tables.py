@@ -13,11 +13,11 @@ from r2f_bench.tables import build_tables
 
 TARGET, PROXY = "embedded:mistral-h128-l4", "embedded:mistral-h64-l2"
 FACTS = {"rwku": 120, "wmdp": 80}
-# method -> (usr, gur, rap, mia, seconds) bases; per seed s and target t the value is base + s + (0 | 2)
+# method -> (usr, gur, rap, identity alignment, seconds) bases; per seed s and target t the value is base + s + (0 | 2)
 BASES = {"fullgrad": (50, 90, 30, 0.70, 10), "ga": (60, 80, 10, 0.60, 6), "r2f": (80, 95, 20, 0.90, 2)}
 
 
-def record(method, task, seed, target, usr, gur, rap, mia, seconds, params=None, model="embedded",
+def record(method, task, seed, target, usr, gur, rap, alignment, seconds, params=None, model="embedded",
            proxy="embedded-proxy"):
     """A record shaped like the runner's; the model label differs per task, as embedded models' do."""
     config = {"method": method, "task": task, "seed": seed, "model": model, "proxy": proxy,
@@ -25,7 +25,7 @@ def record(method, task, seed, target, usr, gur, rap, mia, seconds, params=None,
               "data_dir": None}
     label = f"{TARGET if model == 'embedded' else model} (embedded demo model, taught {FACTS[task]} facts)"
     return {"method": method, "task": task, "target": target, "seed": seed, "usr": usr, "gur": gur,
-            "rap": rap, "mia": mia, "seconds": seconds, "peak_mem_mb": 100.0 * seconds, "config": config,
+            "rap": rap, "identity_alignment": alignment, "seconds": seconds, "peak_mem_mb": 100.0 * seconds, "config": config,
             "versions": {"r2f-bench": "0.1.0", "torch": "2.13.0"},
             "models": {"target": label, "proxy": PROXY if proxy == "embedded-proxy" else proxy},
             "data_revision": f"{task}-rev1", "official": {}}
@@ -33,12 +33,12 @@ def record(method, task, seed, target, usr, gur, rap, mia, seconds, params=None,
 
 def synthetic():
     out = []
-    for method, (usr, gur, rap, mia, sec) in BASES.items():
+    for method, (usr, gur, rap, alignment, sec) in BASES.items():
         for task in ("rwku", "wmdp"):
             for seed in (0, 1, 2):
                 for target, d in (("t1", 0), ("t2", 2)):
                     out.append(record(method, task, seed, target, usr + seed + d, gur + seed + d,
-                                      rap + seed + d, mia + (seed + d) / 100, sec + seed + d))
+                                      rap + seed + d, alignment + (seed + d) / 100, sec + seed + d))
     # a variant with one seed, and a target whose USR is undefined (nothing known before)
     out.append(record("r2f", "rwku", 0, "t1", 10.0, 10.0, 99.0, 0.1, 1.0, params={"rank": "4"}))
     out.append(record("r2f", "rwku", 0, "t3", None, 10.0, 99.0, 0.1, 1.0, params={"rank": "4"}))
@@ -90,8 +90,8 @@ def test_bold_best_respects_direction(tables):
     assert re.search(rf"\| fullgrad \| 52\.0 {ci} \|", md)
     rap = to_markdown(tables["rap"])  # lower is better
     assert re.search(rf"\| ga \| \*\*12\.0\*\* {ci} \|", rap) and "**22.0" not in rap
-    mia = to_markdown(tables["mia"])  # closeness to the untouched model: ranked neither way, and said so
-    assert "**" not in mia and "↑" not in mia and "not a membership-inference attack" in mia
+    alignment = to_markdown(tables["identity_alignment"])  # closeness to the untouched model: ranked neither way
+    assert "**" not in alignment and "↑" not in alignment and "not a membership-inference attack" in alignment
     cost = tables["cost"]
     ratio = row(cost, "r2f")["rwku.seconds_vs_fullgrad"]
     assert ratio.mean == pytest.approx(4 / 12) and "0.33×" in to_markdown(cost)
@@ -141,7 +141,7 @@ def test_table_command_writes_every_format(tmp_path, capsys):
     args = parser.parse_args(["table", "--output", str(store.root)])
     args.func(args)
     written = sorted(p.name for p in (store.root / "tables").iterdir())
-    assert written == ["cost.csv", "levels.csv", "mia.csv", "rap.csv", "table1.csv", "tables.html", "tables.md", "tables.tex"]
+    assert written == ["cost.csv", "identity_alignment.csv", "levels.csv", "rap.csv", "table1.csv", "tables.html", "tables.md", "tables.tex"]
     assert "**82.0** [" in capsys.readouterr().out
     args = parser.parse_args(["table", "--output", str(tmp_path / "empty")])
     with pytest.raises(UserError, match="no results"):

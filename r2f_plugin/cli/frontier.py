@@ -5,26 +5,24 @@ differences against a baseline (see :mod:`r2f_bench.frontier`)."""
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..aggregate import Stat
+from ..aggregate import Stat, invalid
 from ..atomic import atomic_path, write_fully
 from ..errors import UserError
 from ..frontier import (AREA_FROM, FAILURE_RULE, GUR_LEVELS, KEYS, MEASURED, OPEN, TOLERANCE, Frontier, Score, Unit,
                         excludes_zero, frontier, next_strength, paired, tiers)
 from ..plots import plot_frontier
 from ..plugins import registry
-from ..render import FORMATS, render
+from ..render import FORMATS, render, stat_json
 from ..store import Store
 from ..sweep import DEFAULT_RUNNER, Job, SweepReport, execute, expand, load_runner, parse_seeds, split_list
 from ..tables import Column, Provenance, Table, taught_strings
 from ..unlearner import method_variant
-from .options import add_run_options, run_config, say
+from .options import add_json_option, add_run_options, json_stdout, print_json, run_config, say
 
 DEFAULT_POINTS = 8
 DEFAULT_REFINE = 5
@@ -59,6 +57,7 @@ class Readout:
     lost: list[Unit]  # no record from any method
     unscorable: list[Unit]  # nothing known before unlearning, or utility n/a: no USR or GUR to read
     records: list[dict]  # the scored records (provenance)
+    invalid: list[str]  # "key: why" of records that failed validation (never read)
 
 
 def plan(args: argparse.Namespace, entries: list[str]) -> list[Curve]:
@@ -115,12 +114,15 @@ def read(store: Store, keys: dict[str, list[str]], curves: list[Curve]) -> Reado
     """Every curve's scores. A diverged record scores ``None`` (a failure); a unit that
     some record cannot score (no USR or GUR) is dropped for every method."""
     scores: dict[str, dict[float | None, dict[Unit, Score | None]]] = {}
-    records, seen, unscorable = [], set(), set()
+    records, seen, unscorable, rejected = [], set(), set(), {}
     for c in curves:
         for point, jobs in [(s, c.jobs(s)) for s in c.strengths] + [(None, c.shipped())]:
             row = scores.setdefault(c.entry, {}).setdefault(point, {})
             for r in (store.get(key) for job in jobs for key in keys.get(job.label, [])):
                 if r is None:
+                    continue
+                if why := invalid(r):
+                    rejected[str(r.get("key", "?"))[:12]] = why
                     continue
                 unit = (str(r["target"]), int(r["seed"]))
                 seen.add(unit)
@@ -132,7 +134,8 @@ def read(store: Store, keys: dict[str, list[str]], curves: list[Curve]) -> Reado
                     records.append(r)
                     row[unit] = (float(r["usr"]), float(r["gur"]))
     planned = {(t, s) for t, _ in seen for s in curves[0].seeds}
-    return Readout(scores, sorted(seen - unscorable), sorted(planned - seen), sorted(unscorable), records)
+    return Readout(scores, sorted(seen - unscorable), sorted(planned - seen), sorted(unscorable), records,
+                   [f"{key}: {why}" for key, why in rejected.items()])
 
 
 def frontiers(curves: list[Curve], readout: Readout) -> list[Frontier]:
@@ -157,16 +160,23 @@ def refine(curves: list[Curve], results: list[Frontier]) -> list[Job]:
 
 
 def frontier_command(args: argparse.Namespace) -> None:
+    with json_stdout(args) as stdout:
+        summary = run_frontier(args)
+    if args.json and summary is not None:
+        print_json(summary, stdout)
+
+
+def run_frontier(args: argparse.Namespace) -> dict[str, Any] | None:
+    """Run, refine and tabulate the frontier; its JSON (``None``: this process ran only its share)."""
     entries = split_list(args.methods)
     curves = plan(args, expand(entries, "method") if entries == ["all"] else entries)
     baseline = baseline_of(args, curves)
-    out = sys.stderr if args.json else sys.stdout  # with --json, stdout holds the JSON alone
     runs = Runs(args)
     report = runs([j for c in curves for s in c.strengths for j in c.jobs(s)] + [j for c in curves for j in c.shipped()])
     if report.assigned < report.planned:
         print(f"this process ran its share ({report.assigned} of {report.planned} jobs); run the same command "
-              f"in one process to refine and tabulate the frontier (finished jobs are skipped)", file=out)
-        return
+              f"in one process to refine and tabulate the frontier (finished jobs are skipped)")
+        return None
     store = Store(args.output)
     for _ in range(args.refine):
         jobs = refine(curves, frontiers(curves, read(store, runs.keys, curves)))
@@ -177,6 +187,8 @@ def frontier_command(args: argparse.Namespace) -> None:
     results = frontiers(curves, readout)
     for line in runs.failed:
         say(args)(f"warning: job failed, its targets count as failures: {line}")
+    for line in readout.invalid:
+        say(args)(f"warning: skipped record {line}")
     if any(map(taught_strings, readout.records)):
         say(args)("warning: the embedded model was taught these probes verbatim, so it fails the testbed's "
                   "generalisation check (A1): USR here is taught-string recall; rank on the knowledge world or a real model")
@@ -189,10 +201,9 @@ def frontier_command(args: argparse.Namespace) -> None:
         for name, text in files.items():
             write_fully(temps[name], text.encode("utf-8"))
     plot_frontier(results, args.task, out_dir / "frontier.png")
-    print(files["tables.md"], file=out)
-    print(f"wrote {out_dir}/frontier.png and the tables as {', '.join(sorted(files))}", file=out)
-    if args.json:
-        print(json.dumps(as_json(results, baseline, readout, runs.failed), indent=2))
+    print(files["tables.md"])
+    print(f"wrote {out_dir}/frontier.png and the tables as {', '.join(sorted(files))}")
+    return as_json(results, baseline, readout, runs.failed)
 
 
 # -- tables -------------------------------------------------------------------
@@ -280,11 +291,6 @@ def ranking_table(results: list[Frontier], readout: Readout) -> Table:
 
 
 # -- JSON ---------------------------------------------------------------------
-def stat_json(s: Stat | None) -> dict[str, Any] | None:
-    return None if s is None else {"mean": s.mean, "lo": s.lo, "hi": s.hi, "n": s.n, "targets": s.targets,
-                                   "seeds": s.seeds}
-
-
 def frontier_json(f: Frontier) -> dict[str, Any]:
     return {"method": f.method, "param": f.param,
             "points": [{"strength": p["strength"], "usr": stat_json(p["usr"]), "gur": stat_json(p["gur"]),
@@ -333,8 +339,6 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--out-dir", default=None, help="where to write frontier.png and the tables (default <output>/frontier)")
     p.add_argument("--keep-going", action="store_true",
                    help="run the remaining jobs when one fails (its targets count as failures)")
-    p.add_argument("--json", action="store_true",
-                   help="print every method's points, summaries, paired differences and tiers as JSON on stdout "
-                        "(the table goes to stderr)")
+    add_json_option(p, "every method's points, summaries, paired differences and tiers")
     p.add_argument("--runner", default=DEFAULT_RUNNER, help=argparse.SUPPRESS)
     p.set_defaults(func=frontier_command, output="r2f-frontier")

@@ -11,6 +11,7 @@ import textwrap
 from typing import Any, Callable
 
 from ..plugins import registry
+from .options import add_json_option
 
 
 def describe(cls: type) -> str:
@@ -61,5 +62,5 @@ def add_parser(subparsers: Any) -> None:
     for kind, name in (("method", "methods"), ("task", "tasks")):
         p = subparsers.add_parser(name, help=f"list installed {name}", description=f"List the installed {name}, "
                                   f"built-in and third-party, with their versions{' and parameters' if kind == 'method' else ''}.")
-        p.add_argument("--json", action="store_true", help="print the listing as JSON")
+        add_json_option(p, "the listing")
         p.set_defaults(func=cmd_list(kind))

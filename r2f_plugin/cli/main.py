@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+import threading
 import warnings
-from typing import Callable
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
 
-from ..errors import UserError
+from ..errors import Terminated, UserError
 from ..plugins import registry
 from ..progress import set_quiet
 from . import cache, frontier, listing, plot, sweep, table, tune
@@ -26,26 +29,61 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="command")
     for module in BUILT_IN:
         module.add_parser(sub)
-    registry().pm.hook.register_commands(subparsers=sub)
+    registry().add_commands(sub)
     return parser
 
 
 def quiet_libraries() -> None:
     """Libraries' FutureWarnings are theirs, not the user's (their progress bars are
-    silenced when :mod:`r2f_bench.cli` is imported)."""
+    silenced when :mod:`r2f_bench.cli` is imported); every other warning prints as one
+    line, ``warning: <message>``, without the file and source line that raised it."""
     warnings.filterwarnings("ignore", category=FutureWarning)
+    warnings.formatwarning = one_line_warning
 
 
-def guarded(command: Callable[[], None], interrupted: str) -> int:
-    """Run an entry point's command: a UserError prints one line and exits 2, Ctrl-C exits 130,
-    a closed pipe on stdout exits 141 (as a shell reports SIGPIPE) without a traceback."""
+def one_line_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                     line: str | None = None) -> str:
+    return "warning: " + " ".join(str(message).split()) + "\n"
+
+
+KEPT = "finished results are kept in the output directory (`r2f-bench table` reads them; a sweep run again skips them)"
+
+
+@contextmanager
+def sigterm_unwinds() -> Iterator[None]:
+    """While the command runs, SIGTERM raises :class:`Terminated` (a KeyboardInterrupt) in
+    the main thread, so every ``finally`` runs: the store is exported, scratch folders and
+    locks are removed. A second SIGTERM during that cleanup is ignored."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def terminate(signum: int, frame: Any) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, terminate)
     try:
-        command()
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def guarded(command: Callable[[], None]) -> int:
+    """Run an entry point's command: a UserError prints one line and exits 2, Ctrl-C exits 130,
+    SIGTERM 143, a closed pipe on stdout exits 141 (as a shell reports SIGPIPE), each without
+    a traceback."""
+    try:
+        with sigterm_unwinds():
+            command()
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except Terminated:
+        print(f"terminated (SIGTERM); {KEPT}", file=sys.stderr)
+        return 143
     except KeyboardInterrupt:
-        print(interrupted, file=sys.stderr)
+        print(f"interrupted; {KEPT}", file=sys.stderr)
         return 130
     except BrokenPipeError:  # the reader went away (`r2f-bench methods | head`): stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -67,4 +105,4 @@ def main(argv: list[str] | None = None) -> int:
         else:
             parser.error("give --method and --task, or a command (methods, tasks, sweep, table, ...)")
 
-    return guarded(command, "interrupted; finished results are kept in the output directory: re-run the same command to resume")
+    return guarded(command)

@@ -1,13 +1,17 @@
 """Options shared by the commands that run methods (run, tune, and plugin commands such
-as ``decoder``), and the :class:`~r2f_bench.runner.RunConfig` they describe."""
+as ``decoder``), the :class:`~r2f_bench.runner.RunConfig` they describe, and ``--json``."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from contextlib import contextmanager, redirect_stdout
+from typing import Any, Iterator, TextIO
 
 from ..models import DEVICE_MAPS, DTYPES
 from ..runner import RunConfig
+from ..store import json_safe
 from ..unlearner import parse_assignments
 
 
@@ -50,6 +54,28 @@ def add_run_options(p: argparse.ArgumentParser, split: bool = True,
 
 def add_quiet_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bars or progress messages (warnings still print)")
+
+
+def add_json_option(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument("--json", action="store_true",
+                   help=f"print {what} as JSON, alone on stdout (everything else goes to stderr)")
+
+
+@contextmanager
+def json_stdout(args: argparse.Namespace) -> Iterator[TextIO]:
+    """The stream a command prints its JSON to: with ``--json``, whatever else the command
+    prints inside the block goes to stderr, so stdout holds the JSON alone (``| jq`` works)."""
+    stdout = sys.stdout
+    if not getattr(args, "json", False):
+        yield stdout
+        return
+    with redirect_stdout(sys.stderr):
+        yield stdout
+
+
+def print_json(obj: Any, stream: TextIO) -> None:
+    """``obj`` as strict JSON (non-finite numbers as ``null``) on ``stream``."""
+    print(json.dumps(json_safe(obj), indent=2, allow_nan=False, default=str), file=stream, flush=True)
 
 
 def say(args: argparse.Namespace):

@@ -26,7 +26,7 @@ def plot_command(args: argparse.Namespace) -> None:
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``plot`` to the CLI's subparsers (``args.func(args)`` runs it)."""
     p = subparsers.add_parser("plot", help="plot the rank and views ablations from a results store",
-                              description="Plot the rank and views ablations (USR, GUR, RAP, MIA against the ablated value) from a results store.")
+                              description="Plot the rank and views ablations (USR, GUR, RAP, identity alignment against the ablated value) from a results store.")
     p.add_argument("--output", default="r2f-output", help="results store directory (default r2f-output)")
     p.add_argument("--out-dir", default=None, help="where to write the PNGs (default <output>/plots)")
     p.set_defaults(func=plot_command)

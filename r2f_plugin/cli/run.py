@@ -14,16 +14,18 @@ from ..metrics import ANSWERED_NOTE, legend
 from ..plugins import registry
 from ..store import Store
 from ..sweep import Job, execute
-from ..tables import MIA_NOTE, NA_NOTE, SEEN_NOTE
+from ..tables import ALIGNMENT_NOTE, NA_NOTE, SEEN_NOTE
 from .options import run_config, say
 
-RESULT_COLUMNS = ("usr", "usr_seen", "gur", "locality", "rap", "rap_control", "mia", "seconds", "peak_mem_mb")
+RESULT_COLUMNS = ("usr", "usr_seen", "gur", "locality", "rap", "rap_control", "identity_alignment", "seconds",
+                  "peak_mem_mb")
 # the record field holding the number of items each metric rests on ("a.b": nested)
 ITEMS = {"usr": "known_forget_probes", "rap_control": "known_forget_probes", "rap": "forgotten_forget_probes",
-         "gur": "n.utility", "locality": "n.locality", "mia": "n.mia_prompts"}
+         "gur": "n.utility", "locality": "n.locality",
+         "identity_alignment": "n.identity_prompts"}
 FEW_ITEMS = 10  # cells resting on fewer items are flagged: one item moves a share by more than 10 points
 ITEMS_NOTE = ("(n=k): the items a cell rests on: the known held-out forget probes (usr, rap_control), the forgotten "
-              "ones (rap), utility items (gur), neighbour probes (locality), general prompts (mia); "
+              "ones (rap), utility items (gur), neighbour probes (locality), general prompts (identity_alignment); "
               f"*: fewer than {FEW_ITEMS} items, too few to read as a rate")
 
 
@@ -58,7 +60,7 @@ def summary(records: list[dict], columns: tuple[str, ...] = RESULT_COLUMNS) -> s
     models = records[0]["models"]
     proxy = f" | proxy: {models['proxy']}" if models.get("proxy") else ""
     notes = [f"  {c}: {text}" for c in cols for text in legend([c])]
-    notes += [f"  {text}" for text in (ITEMS_NOTE, NA_NOTE, SEEN_NOTE, MIA_NOTE, ANSWERED_NOTE)]
+    notes += [f"  {text}" for text in (ITEMS_NOTE, NA_NOTE, SEEN_NOTE, ALIGNMENT_NOTE, ANSWERED_NOTE)]
     return "\n".join([f"method {records[0]['method']} on {records[0]['task']} | target model: {models['target']}{proxy}",
                       line(head), line(["-" * w for w in widths]), *map(line, rows), "", "legend:", *notes])
 

@@ -4,32 +4,45 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections import Counter
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from ..aggregate import invalid
+from ..aggregate import invalid, newest_per_cell
 from ..atomic import atomic_path, write_fully
 from ..errors import UserError
-from ..render import FORMATS, render
+from ..render import FORMATS, render, to_json
 from ..store import Store
 from ..tables import build_tables
+from .options import add_json_option, json_stdout, print_json
 
 
 def table_command(args: argparse.Namespace) -> None:
+    with json_stdout(args) as stdout:
+        summary = tabulate(args)
+    if args.json:
+        print_json(summary, stdout)
+
+
+def tabulate(args: argparse.Namespace) -> dict[str, Any]:
+    """Write the tables, print them and what they rest on; return the same as a JSON object."""
     store = Store(args.output)
     records, skipped = [], []
     for r in store.records():
         why = invalid(r)
         if why:
-            skipped.append(f"{r.get('key', '?')[:12]}: {why}")
+            skipped.append(f"{str(r.get('key', '?'))[:12]}: {why}")
         else:
             records.append(r)
     for line in skipped:
         print(f"warning: skipped record {line}", file=sys.stderr)
     if not records:
         raise UserError(f"no results in {store.jobs}; run `r2f-bench sweep --output {args.output}` first, or point --output at a results store.")
+    records, aside = newest_per_cell(records, args.all_versions)
     tables = build_tables(records)
+    for t in tables:
+        t.note += pooling_note(aside, args.all_versions)
     out_dir = Path(args.out_dir) if args.out_dir else store.root / "tables"
     # every format is rendered before anything is written, then the files are replaced together
     files = {name: text for fmt in (FORMATS if args.format == "all" else [args.format])
@@ -40,10 +53,31 @@ def table_command(args: argparse.Namespace) -> None:
             write_fully(temps[name], text.encode("utf-8"))
     for name in files:
         print(f"wrote {out_dir / name}")
-    print(f"{len(records)} records in the tables" + (f"; {len(skipped)} skipped (see the warnings above)" if skipped else ""))
+    print(f"{len(records)} records in the tables" + (f"; {sum(aside.values())} set aside ({reasons(aside)})" if aside else "")
+          + (f"; {len(skipped)} skipped (see the warnings above)" if skipped else ""))
     if args.format in ("md", "all"):
         print()
         print(files["tables.md"])
+    return {"records": len(records), "set_aside": dict(aside), "skipped": skipped,
+            "files": [str(out_dir / name) for name in files], "tables": to_json(tables)}
+
+
+def reasons(aside: Counter[str]) -> str:
+    """``older code version 2, duplicate 1``: how many records were set aside, by why."""
+    return ", ".join(f"{'older ' if why != 'duplicate' else ''}{why} {n}" for why, n in sorted(aside.items()))
+
+
+def pooling_note(aside: Counter[str], all_versions: bool) -> str:
+    """What every table's caption says about records of one (target, seed) cell."""
+    note = ""
+    if all_versions:
+        note += (" Pooled across code versions and data revisions (--all-versions): a (target, seed) counts once "
+                 "per version and revision.")
+    if aside:
+        note += (f" Set aside: {sum(aside.values())} records of a cell that has a newer one ({reasons(aside)}); "
+                 f"each (target, seed) counts once, its newest record" + ("" if all_versions else
+                                                                            " (--all-versions pools versions)") + ".")
+    return note
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -53,5 +87,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--output", default="r2f-output", help="results store directory (default r2f-output)")
     p.add_argument("--format", choices=FORMATS + ("all",), default="all", help="output format (default all)")
     p.add_argument("--out-dir", default=None, help="where to write the tables (default <output>/tables)")
+    p.add_argument("--all-versions", action="store_true",
+                   help="pool records of one (target, seed) from different code versions and data revisions "
+                        "(default: only the newest counts); said in every caption")
+    add_json_option(p, "every table's cells (mean, interval, n), notes and provenance, and the record counts")
     p.set_defaults(func=table_command)
     return p

@@ -3,18 +3,26 @@
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
 from ..plugins import registry
 from ..store import Store
-from ..sweep import Job, execute, parse_seeds, split_list
+from ..sweep import DEFAULT_RUNNER, Job, execute, load_runner, parse_seeds, split_list
 from ..tune import DEFAULT_MIN_GUR, choose, grid_points, parse_grid, refinement, render, summarize
 from ..unlearner import parse_assignments
-from .options import add_run_options, run_config, say
+from .options import add_json_option, add_run_options, json_stdout, print_json, run_config, say
 
 
 def tune_command(args: argparse.Namespace) -> None:
+    with json_stdout(args) as stdout:
+        results = search(args)
+    if args.json:
+        print_json(results, stdout)
+
+
+def search(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Search every method, print each search's table; the searches as JSON objects."""
+    runner = load_runner(args.runner)
     plans = []  # (method, class, grid points): all checked before anything runs
     for method in split_list(args.method):
         cls = registry().method(method)
@@ -35,7 +43,7 @@ def tune_command(args: argparse.Namespace) -> None:
         def evaluate(point: dict[str, str]) -> tuple[dict[str, str], dict]:
             fields = {**base.to_dict(), "split": "dev", "params": {**base.params, **point}}
             jobs = [Job({**fields, "seed": seed}) for seed in parse_seeds(args.seeds)]
-            keys = execute(jobs, args.output, process=(0, 1), progress=say(args)).keys
+            keys = execute(jobs, args.output, runner=runner, process=(0, 1), progress=say(args)).keys
             return point, summarize([r for r in map(store.get, keys) if r is not None])
 
         rows = [evaluate(point) for point in points]
@@ -46,8 +54,7 @@ def tune_command(args: argparse.Namespace) -> None:
         print(render(method, args.task, rows, best, why), flush=True)
         results.append({"method": method, "task": args.task, "rule": why, "chosen": rows[best][0],
                         "rows": [{"params": p, **s} for p, s in rows]})
-    if args.json:
-        print(json.dumps(results, indent=2))
+    return results
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -70,6 +77,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--seeds", default="0", help="seeds to average over (default 0)")
     p.add_argument("--min-gur", type=float, default=DEFAULT_MIN_GUR,
                    help=f"utility floor of the selection rule, in %% (default {DEFAULT_MIN_GUR:g})")
-    p.add_argument("--json", action="store_true", help="also print the search as JSON")
+    add_json_option(p, "every search (its rows, the rule and the chosen setting)")
+    p.add_argument("--runner", default=DEFAULT_RUNNER, help=argparse.SUPPRESS)
     p.set_defaults(func=tune_command, output="r2f-tune")
     return p

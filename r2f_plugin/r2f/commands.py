@@ -9,7 +9,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from ..cli.options import add_run_options, run_config, say
+from ..cli.options import add_json_option, add_run_options, json_stdout, print_json, run_config, say
 from ..errors import UserError
 from ..runner import Run
 from .decoder import GradientDecoder
@@ -37,7 +37,7 @@ def add_parser(sub: Any) -> None:
     ev.add_argument("--compare", default=",".join(ROWS),
                     help=f"rows to report, comma-separated, from: {', '.join(ROWS)}")
     ev.add_argument("--facts", type=int, default=30, help="held-out facts (from the evaluation targets) to evaluate on")
-    ev.add_argument("--json", action="store_true", help="print the rows as JSON too")
+    add_json_option(ev, "the rows")
     ev.set_defaults(func=cmd_eval)
 
 
@@ -70,12 +70,19 @@ def cmd_fit(args: argparse.Namespace) -> None:
 
 
 def cmd_eval(args: argparse.Namespace) -> None:
+    with json_stdout(args) as stdout:
+        rows = evaluate(args)
+    if args.json:
+        print_json(rows, stdout)
+
+
+def evaluate(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Decoded-vs-exact gradient quality on held-out facts (the evaluation targets' requests).
 
     For every fact and every row: the cosine and relative error between the decoded
     and the exact gradient of that fact's first view alone and of its ``--views``
     views together, per layer role and over all matrices; the table shows means over
-    facts (± std for the overall cosine).
+    facts (± std for the overall cosine). Returns the rows as JSON objects.
     """
     compare = [c.strip() for c in args.compare.split(",") if c.strip()]
     unknown = [c for c in compare if c not in ROWS]
@@ -127,5 +134,4 @@ def cmd_eval(args: argparse.Namespace) -> None:
         print(f"{name:<14}{n_views:>6}" + "".join(f"{c[r]:>10.3f}" for r in roles)
               + f"{c['overall']:>9.3f} ± {row['cosine_std']:.3f}{row['relative_error']['overall']:>9.3f}")
     print("\n" + "\n".join(f"{name}: {ROWS[name]}" for name in compare))
-    if args.json:
-        print(json.dumps([{"decoder": n, "views": v, **row} for (n, v), row in rows.items()], indent=2))
+    return [{"decoder": n, "views": v, **row} for (n, v), row in rows.items()]

@@ -35,7 +35,7 @@ privleak forget texts against all holdout texts. PrivLeak compares that AUC with
 model retrained without the forget set; none exists for the models run here (the AUCs
 MUSE's code ships belong to its own retrained Llama-2-7B and say nothing about another
 model), so the reference is 0.5, the AUC of a model that saw neither set (recorded as
-``privleak_reference``). MIA prompts are privleak retain texts.
+``privleak_reference``). Identity-alignment prompts are privleak retain texts.
 """
 
 from __future__ import annotations
@@ -126,7 +126,7 @@ class MUSE(Task):
         chosen = select_targets(ids, targets, limit, self.name)
 
         general = [" ".join(t.split()[:48]) for t in retain_texts][:MAX_GENERAL] or [p.question for p in utility]
-        # no request may state a knowmem question, a utility question or an MIA prompt
+        # no request may state a knowmem question, a utility question or an identity-alignment prompt
         scored = Scored([r["question"] for part in split["qa"] for r in part] + [p.question for p in utility] + general)
 
         def build(tid: str) -> MuseTarget:

@@ -19,7 +19,7 @@ The deletion request (``--forget-source``):
 RWKU's official scores are ROUGE-L recall of greedy answers on forget FB / QA / AA and
 neighbour FB / QA (locality). Utility (GUR) mixes RWKU's own utility files, TriviaQA,
 TruthfulQA (its best answer) and MMLU (the correct option), round robin up to
-``MAX_UTILITY`` items; MIA prompts are ``MAX_GENERAL`` ``retain_mia`` texts.
+``MAX_UTILITY`` items; identity-alignment prompts are ``MAX_GENERAL`` ``retain_mia`` texts.
 """
 
 from __future__ import annotations
@@ -93,6 +93,7 @@ class RWKU(Task):
         build = lambda d: self._target(tdir / d, probes[d], source, scored, read)
         eval_targets, dev_targets = [build(d) for d in chosen], [build(d) for d in dev]
         fb_request = source == "probes"
+        world = self._world(root, read)
         return hold_out(Benchmark(
             task=self.name, targets=eval_targets, dev_targets=dev_targets, utility=utility, general_prompts=general,
             alternatives=same_answer_alternatives(eval_targets + dev_targets) if fb_request else {},
@@ -100,8 +101,8 @@ class RWKU(Task):
             request_source="the target's FB cloze probes" if fb_request else
             f"the target's forget corpus (description, then positive.json or passage.json; {REQUEST_WINDOWS} windows of {WINDOW_WORDS} words)",
             source=data_source,
-            revision=content_hash(read),
-            world=self._world(root, read)))
+            revision=revision(tdir, read),
+            world=world))
 
     @staticmethod
     def _root(data_dir: Path | None) -> tuple[Path, str]:
@@ -168,7 +169,7 @@ class RWKU(Task):
 
     @staticmethod
     def _utility(tdir: Path, dirs: list[str], read: list[Path]) -> tuple[list[Probe], list[str]]:
-        """RWKU's utility files (TriviaQA, TruthfulQA, MMLU) round robin, and the MIA prompts."""
+        """RWKU's utility files (TriviaQA, TruthfulQA, MMLU) round robin, and the identity-alignment prompts."""
         sources: dict[str, dict[str, Probe]] = {"triviaqa": {}, "truthful": {}, "retain_mmlu": {}}
         general: list[str] = []
         for d in dirs:
@@ -190,6 +191,12 @@ class RWKU(Task):
             raise UserError(f"no utility probes (triviaqa.json) under {tdir}; RWKU ships them for targets 1-10, include at least one of those.")
         general = list(dict.fromkeys(general))[:MAX_GENERAL]
         return utility, general or [p.prompt for p in utility]
+
+
+def revision(tdir: Path, read: list[Path]) -> str:
+    """The data revision: every target's files and every file read, whatever the targets
+    chosen (a --limit or --targets selection never gives the same data a new revision)."""
+    return content_hash(sorted(set(read) | set(tdir.glob("*/*.json"))))
 
 
 def _utility_probe(source: str, row: dict) -> Probe | None:

@@ -18,9 +18,9 @@ Who is who (people are split by a seeded shuffle):
   question templates plus one template never taught for anyone, AA indirect phrasings.
 * **Bystanders**: biographies taught, QA never taught; a target's neighbours (same
   surname, birth city or employer) come from them, probed on the same templates. The
-  utility set (GUR) is bystanders' QA in a third taught template: never taught for
-  them, so GUR weighs knowledge that generalises, the kind USR scores, and damage to it
-  cannot pass for forgetting.
+  utility set (GUR) is bystanders' questions in every wording a target is asked: never
+  taught for them, so GUR weighs knowledge that generalises, of the kinds USR scores,
+  and damage to it cannot pass for forgetting.
 
 No probe of a target or a neighbour is ever taught, in any phrasing; MIA texts are
 biographies of people outside the world. ``diagnostics.json`` holds the never-taught
@@ -118,10 +118,14 @@ GENERAL = {
     "city": ("{v} is a city with a harbour district called {w}.", "What is the harbour district of {v} called?"),
     "employer": ("{v} has its headquarters on {w} Street.", "On which street are the headquarters of {v}?"),
 }
-# utility items: bystanders' never-taught QA, the same kind of knowledge USR scores (a
-# utility set of taught strings survives damage that erases generalised knowledge, so any
-# damage would pass for forgetting: a random step then "forgot" 47 % at GUR 96)
+# utility items: bystanders' questions in every wording a target is asked (the three QA
+# templates, the never-taught one, the indirect one, the cloze), none ever taught for them:
+# the same kinds of knowledge, of the same fragility, as the held-out probes USR scores. A
+# utility set of taught strings survives damage that erases generalised knowledge (a
+# random step then "forgot" 47 % at GUR 96); one of a single sturdier wording let another
+# person's request erode a target's probes 20 points faster than utility fell.
 UTILITY = 240
+UTILITY_WORDINGS = (*({a: QA[a][i] for a in QA} for i in range(3)), NEW_QA, AA, FB)
 DISTRICTS = tuple("Amberley Birchfield Cloverdale Driftwood Eastmere Foxglove Greyhaven Hollins Kestrel Linden Moorgate "
                   "Nettleford Ormsby Primrose Quarrydale Rushmere".split())
 
@@ -225,7 +229,7 @@ def generate(cfg: WorldConfig) -> dict[str, object]:
     taught = [{"question": q, "answers": [a]} for _, q, a in general] + taught
     near = {t.name: neighbours(t, bystanders) for t in targets}
     utility = [{"question": q["query"], "answers": [q["answer"]]} for p in bystanders
-               for q in qa_rows(p, {a: QA[a][2] for a in QA})]
+               for wording in UTILITY_WORDINGS for q in qa_rows(p, wording)]
     utility = random.Random(f"utility:{cfg.seed}").sample(utility, min(UTILITY, len(utility)))
     for i, t in enumerate(targets, start=1):
         folder = f"Target/{i}_{t.name.replace(' ', '_')}"

@@ -19,7 +19,7 @@ scored: the ``forget`` probes are the request's own rows (TOFU: question -> answ
 the first words of an abstract -> the rest), a *seen* set (``usr_seen``); WaterDrum has
 no held-out forget probes, so the headline USR is empty (null) for it. The
 ``retain`` neighbour probes are the i-th chunk of the retain split, another owner whose
-data stays; utility (GUR) is the retain rows after those chunks; MIA prompts are their
+data stays; utility (GUR) is the retain rows after those chunks; identity-alignment prompts are their
 questions or abstract openings. Dev targets are other forget owners.
 
 The official metric (:mod:`tasks.waterdrum.watermark`), from :meth:`WaterDrum.extra_scores`:

@@ -26,7 +26,7 @@ cover all three; ``bio``/``chem``/``cyber``/``all`` select whole domains. Probe 
   stay (the WMDP paper's college biology and virology, college computer science and
   computer security; for chemistry, our choice: college and high-school chemistry);
 * utility (GUR): a fixed subject-stratified subset of the other MMLU subjects, reported
-  as ``mmlu_acc``; their question stems are the MIA prompts.
+  as ``mmlu_acc``; their question stems are the identity-alignment prompts.
 
 USR and RAP count the multiple-choice sets with chance (25%) as the floor: a model that
 knows nothing still picks the right letter a quarter of the time (:meth:`WMDP.chance`,

@@ -1,0 +1,346 @@
+"""The cases of docs/errors.md added for issue 24: tables that count each (target, seed) once,
+records and cache entries validated by shape, SIGTERM, locks, hostile plugins and the
+inputs checked before any model loads."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from r2f_bench.cli import main
+from r2f_bench.store import Store, record_key
+from test_tables import record
+
+RUN = ["--method", "r2f", "--task", "rwku"]
+
+
+def write_job(store: Store, key: str, rec: dict, stored_at: float) -> None:
+    """A job file as an older (or this) release wrote it, stored at ``stored_at``."""
+    store.jobs.mkdir(parents=True, exist_ok=True)
+    store.path(key).write_text(json.dumps({**rec, "key": key, "stored_at": stored_at}))
+
+
+def usr_cell(out: str) -> str:
+    """The R2F row's RWKU USR cell of the printed Table 1."""
+    row = next(line for line in out.splitlines() if line.startswith("| r2f "))
+    return row.split("|")[2].strip()
+
+
+# -- 1. one record per cell ----------------------------------------------------
+def test_table_counts_each_target_and_seed_once_keeping_the_newest(tmp_path, capsys):
+    """0.1.0 and 0.1.1 records of one cell and a duplicated job file: n=1, the newest, and the
+    caption says how many were set aside and why; --all-versions pools the versions."""
+    store = Store(tmp_path)
+    old = {**record("r2f", "rwku", 0, "t1", 10.0, 90.0, 20.0, 0.9, 1.0), "versions": {"r2f-bench": "0.1.0"}}
+    new = {**old, "usr": 30.0, "versions": {"r2f-bench": "0.1.1"}}
+    write_job(store, record_key(old), old, 100.0)
+    write_job(store, record_key(new), new, 200.0)
+    write_job(store, "0" * 64, new, 150.0)  # the same job file, copied
+    assert main(["table", "--output", str(tmp_path), "--format", "md"]) == 0
+    out = capsys.readouterr().out
+    assert usr_cell(out) == "**30.0** (n=1)"
+    assert "1 records in the tables; 2 set aside (older code version 1, duplicate 1)" in out
+    assert "Set aside: 2 records of a cell that has a newer one (older code version 1, duplicate 1)" in out
+    assert main(["table", "--output", str(tmp_path), "--format", "md", "--all-versions"]) == 0
+    out = capsys.readouterr().out
+    assert usr_cell(out).endswith("(n=2)") and "Pooled across code versions and data revisions (--all-versions)" in out
+    assert "set aside (duplicate 1)" in out
+
+
+@pytest.mark.parametrize("change, why", [
+    ({"usr": 150.0}, "metric 'usr' is 150.0, outside [0, 100]"),
+    ({"identity_alignment": -3.0}, "metric 'identity_alignment' is -3.0, outside [-1, 1]"),
+    ({"seed": True}, "field 'seed' missing or not a int"),
+    ({"versions": None}, "field 'versions' missing or not a dict"),
+    ({"usr": None, "gur": None, "drop": ("usr", "gur", "rap", "identity_alignment", "seconds", "peak_mem_mb")},
+     "metric 'usr' missing (an identity without results)"),
+])
+def test_records_out_of_range_or_without_results_never_count(change, why, tmp_path, capsys):
+    store = Store(tmp_path)
+    good = record("r2f", "rwku", 0, "t1", 10.0, 90.0, 20.0, 0.9, 1.0)
+    bad = {k: v for k, v in {**record("r2f", "rwku", 0, "t2", 10.0, 90.0, 20.0, 0.9, 1.0), **change}.items()
+           if k not in change.get("drop", ()) and k != "drop"}
+    for r in (good, bad):
+        store.put(record_key(good) if r is good else "ab" * 32, r)
+    assert main(["table", "--output", str(tmp_path), "--format", "md"]) == 0
+    out, err = capsys.readouterr()
+    assert f"warning: skipped record abababababab: {why}" in err.splitlines()
+    assert "1 records in the tables; 1 skipped" in out and usr_cell(out) == "**10.0** (n=1)"
+
+
+def test_data_revision_does_not_depend_on_the_selected_targets():
+    from r2f_bench.tasks.rwku import RWKU, SAMPLE_DIR
+
+    revisions = {RWKU().load(SAMPLE_DIR, targets, limit, 2).revision
+                 for targets, limit in ((None, None), (None, 1), (["2"], None))}
+    assert len(revisions) == 1
+
+
+# -- 3. SIGTERM ------------------------------------------------------------------
+def store_files(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+
+
+def test_sigterm_keeps_and_exports_what_is_done_removes_scratch_and_locks_and_exits_143(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    out = tmp_path / "out"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent), "R2F_FAKE_SIGTERM_AT": "2"}
+    argv = [sys.executable, "-m", "r2f_bench", "sweep", "--runner", "fake_runner", "--methods", "r2f",
+            "--tasks", "rwku", "--output", str(out), "--quiet"]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 143
+    assert done.stderr.splitlines() == ["terminated (SIGTERM); finished results are kept in the output directory "
+                                        "(`r2f-bench table` reads them; a sweep run again skips them)"]
+    files = store_files(out)
+    assert len([f for f in files if f.startswith("jobs/")]) == 2 and "results.jsonl" in files
+    assert len((out / "results.jsonl").read_text().splitlines()) == 2
+    assert not [f for f in files if f.startswith("locks/") or ".work-" in f]
+    assert not list(out.glob(".work-*"))
+
+
+# -- 2. cache entries validated by shape -------------------------------------------
+@pytest.fixture
+def light_run(tmp_path, monkeypatch):
+    """A Run on the string sample whose evaluations are stand-ins (no model is built)."""
+    from r2f_bench.runner import Run, RunConfig
+    from r2f_bench.tasks.rwku import SAMPLE_DIR
+
+    monkeypatch.setenv("R2F_BENCH_CACHE", str(tmp_path / "cache"))
+    said: list[str] = []
+    run = Run(RunConfig(method="fullgrad", task="rwku", data_dir=str(SAMPLE_DIR), limit=1, output=str(tmp_path / "out")),
+              progress=said.append)
+    run.model, run.tokenizer, run.model_label, run.model_info, run.said, run.evaluations = None, None, "stand-in", {}, said, []
+
+    def evaluate(model, target, forget_only=False):
+        run.evaluations.append(forget_only)
+        return {s: [{"answered": 1.0} for _ in ps] for s, ps in run._probe_sets(target, forget_only).items()}
+
+    monkeypatch.setattr(run, "_evaluate", evaluate)
+    monkeypatch.setattr(run, "_attacked", lambda model, data: None)
+    monkeypatch.setattr(run.task, "extra_scores", lambda *a: {})
+    return run
+
+
+@pytest.mark.parametrize("kind", ["untouched", "attack"])
+@pytest.mark.parametrize("entry", [{}, [], {"scores": 5, "extra": {}}, {"scores": {"forget_qa": [1]}, "extra": {}}],
+                         ids=["empty object", "array", "scores a number", "rows not objects"])
+def test_wrong_shape_cache_entries_are_set_aside_and_rebuilt(kind, entry, light_run):
+    run, target = light_run, light_run.targets[0]
+    read = (lambda: run._untouched(target)) if kind == "untouched" else (lambda: run._control(target, []))
+    first = read()
+    (path,) = [p for p in run.untouched_path(target).parent.glob("*.json") if ("attack" in p.name) == (kind == "attack")]
+    path.write_text(json.dumps(entry))
+    assert read() == first and len(run.evaluations) == 2  # rebuilt, never trusted
+    assert len(list(path.parent.glob("*.corrupt-*"))) == 1
+    (line,) = [m for m in run.said if "could not be loaded" in m]
+    assert re.fullmatch(rf"warning: cache entry \S+{re.escape(path.name)} could not be loaded \(wrong shape: .+\); "
+                        rf"moved to {re.escape(path.name)}\.corrupt-\d+ and rebuilt", line)
+
+
+# -- 4 and 6. checked before anything runs (exit 2, one line) ---------------------------
+def _file(tmp: Path, name: str = "file") -> Path:
+    path = tmp / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("not a directory")
+    return path
+
+
+def _sample() -> str:
+    from r2f_bench.tasks.rwku import SAMPLE_DIR
+
+    return str(SAMPLE_DIR)
+
+
+# (id, extra argv given the tmp dir, the exact message after "error: ")
+EARLY = [
+    ("seed too large", lambda t: ["--seed", str(2**63)], "--seed must be at most 4294967295, got 9223372036854775808."),
+    ("negative seed", lambda t: ["--seed", "-1"], "--seed must be at least 0, got -1."),
+    ("views unbounded", lambda t: ["--views", "1000000"], "--views must be at most 64, got 1000000."),
+    ("limit takes the dev targets", lambda t: ["--data-dir", _sample(), "--limit", "5"],
+     "--limit 5 leaves 0 of the 2 dev targets (rwku data here holds 5 targets); pass --limit 3 or less, or "
+     "--dev-targets 0."),
+    ("save-model for a method that edits no weights", lambda t: ["--method", "eco", "--save-model", str(t / "m")],
+     "method 'eco' edits no weights (it wraps the model at inference), so there is no checkpoint to save; drop "
+     "--save-model."),
+    ("jobs is a file", lambda t: ["--output", str(_file(t, "out/jobs").parent)],
+     "{t}/out/jobs is a file, but the results store keeps its finished jobs there; move it away, or pass another "
+     "--output."),
+    ("locks is a file", lambda t: ["--output", str(_file(t, "out/locks").parent)],
+     "{t}/out/locks is a file, but the results store keeps its job locks there; move it away, or pass another "
+     "--output."),
+]
+
+
+@pytest.mark.parametrize("case", EARLY, ids=[c[0] for c in EARLY])
+def test_late_or_unbounded_input_is_one_line_and_exit_2_before_anything_runs(case, tmp_path, capsys):
+    _, argv, message = case
+    assert main(RUN + ["--output", str(tmp_path / "store"), *argv(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["error: " + message.format(t=tmp_path)]
+    assert not list(tmp_path.rglob("*.json"))  # nothing ran, nothing stored
+
+
+def test_an_unwritable_cache_is_named_before_any_model_loads(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("R2F_BENCH_CACHE", str(_file(tmp_path)))
+    assert main(RUN + ["--output", str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"error: the cache (R2F_BENCH_CACHE) {tmp_path}/file is a file; pass a directory."]
+
+
+def test_a_descending_seed_range_names_the_fix():
+    from r2f_bench.errors import UserError
+    from r2f_bench.sweep import parse_seeds
+
+    with pytest.raises(UserError, match=r"^bad --seeds item '5-2': a range runs from low to high; write 2-5\.$"):
+        parse_seeds("5-2")
+
+
+def test_threads_above_the_cores_are_capped_with_one_warning(monkeypatch):
+    import os
+
+    from r2f_bench.runner import capped_threads
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    said: list[str] = []
+    assert capped_threads(1000, said.append) == 2 and capped_threads(2, said.append) == 2
+    assert said == ["warning: --threads 1000 is more than the 2 cores available here; using 2"]
+
+
+# -- 4. nothing computed is thrown away ----------------------------------------------
+def _locked_key(tmp_path: Path) -> tuple[list, str]:
+    """A one-target job of the fake runner and its store key."""
+    import fake_runner
+
+    from r2f_bench.store import job_key
+    from r2f_bench.sweep import plan
+
+    jobs = plan(["r2f"], ["rwku"], [0], limit=1, output=str(tmp_path))
+    run = fake_runner.Run(fake_runner.RunConfig(**jobs[0].fields))
+    return jobs, job_key(run.config.to_dict(), "t1", run.data_revision(), run.versions(), run.resolved_params())
+
+
+def test_a_locked_job_stops_a_plain_run_naming_the_other_process_and_a_sweep_skips_it(tmp_path):
+    import os
+    import socket
+
+    import fake_runner
+
+    from r2f_bench.errors import UserError
+    from r2f_bench.sweep import execute
+
+    jobs, key = _locked_key(tmp_path)
+    lock = Store(tmp_path).lock_path(key)
+    lock.parent.mkdir(parents=True)
+    lock.write_text(f"{socket.gethostname()} {os.getppid()}")  # a live process of this host
+    holder = f"host {socket.gethostname()} pid {os.getppid()}"
+    with pytest.raises(UserError) as plain:
+        execute(jobs, str(tmp_path), runner=fake_runner, process=(0, 1), replace=True, progress=lambda m: None)
+    assert str(plain.value) == (f"t1 of this run ({key[:12]}) is being run by another process ({holder}); wait for it "
+                                f"to finish, or remove {lock} if that process is gone.")
+    said: list[str] = []
+    report = execute(jobs, str(tmp_path), runner=fake_runner, process=(0, 1), progress=said.append)
+    assert report.skipped == 1 and f"  t1: running in another process ({holder}) ({key[:12]})" in said
+    assert lock.exists() and not Store(tmp_path).done(key)
+
+
+def test_a_lock_that_cannot_be_written_is_removed_never_left_empty(tmp_path, monkeypatch):
+    import errno
+
+    from r2f_bench import store as store_module
+    from r2f_bench.errors import UserError
+
+    def full(fd, data):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    store, key = Store(tmp_path), "cd" * 32
+    monkeypatch.setattr(store_module.os, "write", full)
+    with pytest.raises(UserError, match=r"^cannot write the job lock \S+\.lock \(No space left on device\); free space"):
+        with store.claim(key):
+            pass
+    assert not store.lock_path(key).exists()
+
+
+@pytest.mark.parametrize("returned, message", [
+    (lambda model: None, "method 'fullgrad' (distribution r2f-bench==0.1.0) returned NoneType from unlearn(), not an "
+                         "Edit; return Edit(model, info) (r2f_bench.unlearner)."),
+    (lambda model: "model", "method 'fullgrad' (distribution r2f-bench==0.1.0) returned str from unlearn(), not an "
+                            "Edit; return Edit(model, info) (r2f_bench.unlearner)."),
+    (lambda model: __import__("r2f_bench").Edit(model, {(1, 2): 3.0}),
+     "method 'fullgrad' (distribution r2f-bench==0.1.0) returned an Edit whose info cannot be stored as JSON (keys "
+     "must be str, int, float, bool or None, not tuple); give Edit.info str keys and JSON values."),
+])
+def test_what_unlearn_returns_is_checked_as_it_returns(returned, message, light_run, monkeypatch):
+    from types import SimpleNamespace
+
+    import torch
+
+    from r2f_bench.errors import UserError
+
+    run = light_run
+    run.current, run.device, run.ctx = torch.nn.Linear(1, 1), torch.device("cpu"), None
+    run.method = SimpleNamespace(unlearn=lambda model, request, ctx: returned(model))
+    monkeypatch.setattr(run, "prepare", lambda: None)
+    monkeypatch.setattr(run, "request", lambda target: None)
+    with pytest.raises(UserError) as exc:
+        run.run_target(run.targets[0])
+    assert str(exc.value) == message and run.evaluations == [False]  # nothing evaluated after the edit
+
+
+def test_atomically_written_files_follow_the_umask(tmp_path):
+    import os
+    import stat
+
+    from r2f_bench.atomic import atomic_write_text
+
+    old = os.umask(0o027)
+    try:
+        atomic_write_text(tmp_path / "f.json", "{}")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "f.json").stat().st_mode) == 0o640
+
+
+# -- 5. plugins cannot take the CLI down ------------------------------------------------
+def _raises(subparsers):
+    raise RuntimeError("boom")
+
+
+def _clashes(subparsers):
+    subparsers.add_parser("table")
+
+
+@pytest.mark.parametrize("add, why", [
+    (_raises, "RuntimeError: boom"),
+    (_clashes, "ArgumentError: argument command: conflicting subparser: table"),
+], ids=["raises", "clashes with a built-in"])
+def test_a_broken_register_commands_hook_is_skipped_with_one_warning(add, why, tmp_path, capsys):
+    from r2f_bench import hookimpl
+    from r2f_bench.plugins import registry
+
+    from types import SimpleNamespace
+
+    registry().register(SimpleNamespace(register_commands=hookimpl(add)), "hostile-plugin", "hostile-dist", "0.1")
+    try:
+        with pytest.warns(UserWarning) as caught:
+            assert main(["methods"]) == 0
+            assert main(["table", "--output", str(tmp_path)]) == 2  # the built-in still answers (empty store)
+    finally:
+        registry().unregister("hostile-plugin")
+    assert {str(w.message) for w in caught} == {
+        f"r2f-bench plugin 'hostile-plugin' (distribution hostile-dist) failed in register_commands and its "
+        f"commands were skipped: {why}"}
+    assert "error: no results in" in capsys.readouterr().err
+
+
+def test_warnings_print_as_one_line_without_paths():
+    from r2f_bench.cli.main import one_line_warning
+
+    assert one_line_warning(UserWarning("a plugin\n  failed"), UserWarning, "/x/plugins.py", 3, "src") == \
+        "warning: a plugin failed\n"
