@@ -22,9 +22,6 @@ tiny models and are the same for every target):
 * ``batch_size = 8``, ``accumulate = 4``: 32 facts per step (Jang et al. unlearn 32
   sequences at once), in micro-batches of 8 (:class:`r2f_bench.optimise.BatchParams`).
 * AdamW with no weight decay (the paper's Adam), dropout off (model in eval mode).
-  ``optimizer = sgd`` takes plain gradient steps instead: Adam's first steps move every
-  weight by about ``lr`` whatever its gradient, SGD moves each in proportion to it (the
-  knowledge testbed's acceptance checks use both; docs/testbed.md).
 """
 
 from __future__ import annotations
@@ -34,17 +31,14 @@ from dataclasses import dataclass, field
 from .. import hookimpl
 from ..encoding import cycle_batches
 from ..losses import unlearning_loss
-from ..optimise import OPTIMIZERS, BatchParams, optimise
-from ..unlearner import Edit, Strength, Unlearner, at_least, one_of, positive
+from ..optimise import BatchParams, adamw, optimise
+from ..unlearner import Edit, Strength, Unlearner, at_least, positive
 
 
 @dataclass
 class GradAscentParams(BatchParams):
     steps: int = field(default=5, metadata={"help": "AdamW steps on the forget facts (fixed for every target)", "check": at_least(1)})
     lr: float = field(default=7e-4, metadata={"help": "learning rate (tuned on the dev split; Jang et al.: 5e-5 on GPT-Neo)", "check": positive})
-    optimizer: str = field(default="adamw", metadata={
-        "help": "adamw (the paper's Adam) or sgd (plain gradient steps; its learning rates are ~100x Adam's)",
-        "check": one_of(*OPTIMIZERS)})
 
 
 class GradAscent(Unlearner):
@@ -57,7 +51,7 @@ class GradAscent(Unlearner):
     def unlearn(self, model, request, ctx):
         p = self.params
         data = cycle_batches(request.facts, p.batch_size, ctx.seed)
-        losses = optimise(OPTIMIZERS[p.optimizer](model.parameters(), p.lr),
+        losses = optimise(adamw(model.parameters(), p.lr),
                           lambda i: unlearning_loss(model, ctx.tokenizer, next(data), "ascent"), p.steps, p.accumulate)
         # loss = −NLL of the forget answers before each step
         return Edit(model.eval(), {"steps": p.steps, "forget_nll_per_step": [-x for x in losses]})

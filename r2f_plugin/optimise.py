@@ -1,4 +1,4 @@
-"""The training loop of the multi-step baselines: AdamW (or plain SGD), micro-batches, accumulation."""
+"""The training loop of the multi-step baselines: AdamW, micro-batches, accumulation."""
 
 from __future__ import annotations
 
@@ -18,18 +18,6 @@ def adamw(params: Iterable[torch.nn.Parameter], lr: float) -> torch.optim.Optimi
     for p in params:
         p.requires_grad_(True)
     return torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
-
-
-def sgd(params: Iterable[torch.nn.Parameter], lr: float) -> torch.optim.Optimizer:
-    """Plain SGD (no momentum) over ``params``, which are made trainable: each step moves
-    along the gradient itself, where Adam's first steps move every weight by about ``lr``."""
-    params = list(params)
-    for p in params:
-        p.requires_grad_(True)
-    return torch.optim.SGD(params, lr=lr)
-
-
-OPTIMIZERS = {"adamw": adamw, "sgd": sgd}
 
 
 @dataclass

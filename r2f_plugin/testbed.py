@@ -8,6 +8,13 @@ random weight step of the same size, must forget no faster than they damage
 (USR ≤ 100 − GUR + :data:`CONTROL_SLACK`), and the real request must beat both by
 :data:`MARGIN` points at GUR 90.
 
+"100 − GUR" is read like for like, as the share of the utility answers the untouched
+model knew that are lost (USR computed on the utility set). GUR itself, a ratio of mean
+scores, also counts utility items the untouched model got wrong: damage lets some of them
+come out right by chance (random steps read GUR 101–103 here), so against GUR a damaged
+model's held-out probes would seem to fall faster than its utility even when both lose
+what they knew at one rate.
+
 :func:`check_world` measures all four on a world folder (``benchmarks/testbed.py``
 runs it on a freshly generated world; the tests on a small one).
 """
@@ -26,6 +33,7 @@ import torch
 
 from .data import ForgetRequest, Probe, Target
 from .frontier import best_usr
+from .metrics import usr
 from .runner import Run, RunConfig, answered
 
 METHOD = "grad_ascent"
@@ -78,26 +86,30 @@ def other_request(run: Run, target: Target) -> ForgetRequest:
     return run.request(run.targets[(i + 1) % len(run.targets)])
 
 
-def curve_points(run: Run, strengths: Sequence[float], condition: str) -> dict[str, list[tuple[float, float]]]:
-    """Per target: (GUR, USR) of the untouched model, then of each strength, for one condition."""
+def curve_points(run: Run, strengths: Sequence[float], condition: str) -> dict[str, list[tuple[float, float, float]]]:
+    """Per target: (GUR, USR, utility lost) of the untouched model, then of each strength,
+    for one condition; utility lost is the share of known utility answers no longer given."""
     knob = run.method_cls.strength.param
     out: dict[str, list[tuple[float, float]]] = {}
     for target in run.targets:
         before = run._untouched(target)["scores"]
-        points = [(100.0, 0.0)]
+        points = [(100.0, 0.0, 0.0)]
+        util = run.task.utility_set
         for x in strengths:
             method = run.method_cls(run.method_cls.parse_params({**run.config.params, knob: str(x)}))
             request = other_request(run, target) if condition == "other_request" else run.request(target)
             torch.manual_seed(run.config.seed)
             edit = method.unlearn(copy.deepcopy(run.model), request, run.ctx)
             model = random_step_like(run.model, edit.model, run.config.seed) if condition == "random_step" else edit.model
-            usr, gur = run.headline(target, before, run._evaluate(model, target))
-            points.append((gur if gur is not None else 0.0, usr if usr is not None else 0.0))
+            after = run._evaluate(model, target)
+            forgot, gur = run.headline(target, before, after)
+            lost = usr(answered(before, util), answered(after, util))
+            points.append((gur if gur is not None else 0.0, forgot or 0.0, lost or 0.0))
         out[target.id] = points
     return out
 
 
-def mean_curve(by_unit: Sequence[list[tuple[float, float]]]) -> list[tuple[float, float]]:
+def mean_curve(by_unit: Sequence[list[tuple[float, ...]]]) -> list[tuple[float, ...]]:
     return [tuple(np.mean([c[i] for c in by_unit], axis=0)) for i in range(len(by_unit[0]))]
 
 
@@ -145,6 +157,10 @@ def check_world(world: Path, seeds: Sequence[int], targets: int, strengths: Sequ
     return summarise(a1, a1_new, a2, curves, teach_seconds, points)
 
 
+def gur_usr(points: Sequence[tuple[float, ...]]) -> list[tuple[float, float]]:
+    return [(g, u) for g, u, *_ in points]
+
+
 def summarise(a1, a1_new, a2, curves, teach_seconds, strengths) -> dict:
     """The acceptance figures from per-target answers and per-unit curves."""
     by_target = lambda d: {k.split("@")[0]: [] for k in d}
@@ -153,15 +169,15 @@ def summarise(a1, a1_new, a2, curves, teach_seconds, strengths) -> dict:
     def at_floor(condition: str, floor: float) -> dict[str, list[float]]:
         out = by_target(curves[condition])
         for unit, pts in curves[condition].items():
-            out[unit.split("@")[0]].append(best_usr(pts, floor))
+            out[unit.split("@")[0]].append(best_usr(gur_usr(pts), floor))
         return out
 
     margin_units = by_target(curves["request"])
     for unit in curves["request"]:
-        real = best_usr(curves["request"][unit], 90)
-        control = max(best_usr(curves[c][unit], 90) for c in CONDITIONS[1:])
+        real = best_usr(gur_usr(curves["request"][unit]), 90)
+        control = max(best_usr(gur_usr(curves[c][unit]), 90) for c in CONDITIONS[1:])
         margin_units[unit.split("@")[0]].append(real - control)
-    excess = {c: max(u - (100 - g) for g, u in mean_curves[c]) for c in CONDITIONS[1:]}
+    excess = {c: max(u - lost for _, u, lost in mean_curves[c]) for c in CONDITIONS[1:]}
     return {
         "a1_never_taught_qa": interval(a1).to_json(),
         "a1_never_taught_template_targets": interval(a1_new).to_json(),
@@ -170,7 +186,8 @@ def summarise(a1, a1_new, a2, curves, teach_seconds, strengths) -> dict:
         "a4_margin_at_gur90": interval(margin_units).to_json(),
         "a4_control_excess": {c: round(v, 2) for c, v in excess.items()},
         "controls_usr_at_gur90": {c: interval(at_floor(c, 90)).to_json() for c in CONDITIONS[1:]},
-        "curves": {c: [[round(g, 2), round(u, 2)] for g, u in pts] for c, pts in mean_curves.items()},
+        "curves": {c: [[round(x, 2) for x in pt] for pt in pts] for c, pts in mean_curves.items()},
+        "curve_columns": ["gur", "usr", "utility_lost"],
         "strengths": list(strengths),
         "teach_seconds": [round(s, 1) for s in teach_seconds],
     }

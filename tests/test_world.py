@@ -84,3 +84,29 @@ def test_an_altered_cached_world_is_set_aside_and_rebuilt(tmp_path, monkeypatch)
     victim.write_text("[]")
     again = W.default_world(cfg, said.append)
     assert again == root and json.loads(victim.read_text()) and any("set aside" in m or "altered" in m for m in said)
+
+
+def test_utility_asks_every_wording_a_target_is_asked(small):
+    """GUR weighs the same kinds of knowledge as USR: bystanders' questions in each wording
+    of the targets' probes, never any target's or a taught question."""
+    from r2f_bench.tasks.rwku.world import UTILITY_WORDINGS
+
+    utility = json.loads(next((small / "Target").glob("1_*/triviaqa.json")).read_text())
+    wordings = {t.split("{name}")[0] for w in UTILITY_WORDINGS for t in w.values()}
+    asked = {w for w in wordings if any(u["question"].startswith(w) for u in utility)}
+    assert len(asked) >= len(wordings) - 2, sorted(wordings - asked)
+
+
+def test_the_control_diagonal_is_read_like_for_like():
+    """A4's excess compares a control's USR with the utility answers it lost, not with
+    100 − GUR: a control whose GUR reads 102 while it loses 30 % of both its known probes
+    and its known utility answers sits on the diagonal."""
+    from r2f_bench.testbed import passes, summarise
+
+    on_diagonal = [(100.0, 0.0, 0.0), (102.0, 30.0, 30.0)]
+    specific = [(100.0, 0.0, 0.0), (95.0, 80.0, 5.0)]
+    curves = {"request": {"t@0": specific}, "other_request": {"t@0": on_diagonal}, "random_step": {"t@0": on_diagonal}}
+    result = summarise({"t": [100.0]}, {"t": [100.0]}, [50.0], curves, [1.0], [0.1])
+    assert result["a4_control_excess"] == {"other_request": 0.0, "random_step": 0.0}
+    assert result["a4_margin_at_gur90"]["mean"] == 50.0
+    assert passes(result)["A4"]

@@ -22,8 +22,8 @@ Who is who (people are split by a seeded shuffle):
   taught for them, so GUR weighs knowledge that generalises, of the kinds USR scores,
   and damage to it cannot pass for forgetting.
 
-No probe of a target or a neighbour is ever taught, in any phrasing; MIA texts are
-biographies of people outside the world. ``diagnostics.json`` holds the never-taught
+No probe of a target or a neighbour is ever taught, in any phrasing; identity-alignment
+texts (the paper's "MIA") are biographies of people outside the world. ``diagnostics.json`` holds the never-taught
 question template asked of QA-train people (acceptance check A2, never loaded by runs).
 
 ``python -m r2f_bench.tasks.rwku.world --seed 0 --out DIR`` writes a world.
@@ -139,7 +139,7 @@ class WorldConfig:
     bios: int = 5
     targets: int = 32  # evaluation + dev targets (the loader takes dev targets from the end)
     qa_train: float = 0.5  # share of the other people whose QA is taught
-    outsiders: int = 60  # people outside the world: their biographies are the MIA texts
+    outsiders: int = 60  # people outside the world: their biographies are the identity-alignment texts
 
 
 @dataclass(frozen=True)
@@ -240,7 +240,7 @@ def generate(cfg: WorldConfig) -> dict[str, object]:
         files[f"{folder}/forget_level3.json"] = qa_rows(t, AA, "indirect")
         files[f"{folder}/neighbor_level1.json"] = [r for p in near[t.name] for r in fb_rows(p)]
         files[f"{folder}/neighbor_level2.json"] = [r for p in near[t.name] for r in qa_rows(p, {a: QA[a][0] for a in QA})]
-        if i == 1:  # RWKU reads utility and MIA files from any target folder
+        if i == 1:  # RWKU reads utility and identity-alignment (retain_mia) files from any target folder
             files[f"{folder}/triviaqa.json"] = utility
             files[f"{folder}/retain_mia.json"] = [{"text": biographies(p, 1, rng)[0]} for p in outsiders]
     texts = [b for p in pop for b in bios[p.name]] + [text for text, _, _ in general]
