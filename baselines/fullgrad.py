@@ -46,7 +46,7 @@ class FullGrad(OneStepUnlearner):
     Params = tuned(StepParams, step=0.015)
 
     def gradient(self, model, request, ctx):
-        grads = exact_gradients(model, ctx.tokenizer, request.facts, self.params.loss, target_modules(model))
+        grads = exact_gradients(model, ctx.tokenizer, request.facts, self.params.loss, target_modules(model, ctx.target_modules))
         return grads.__getitem__, {"views_used": 1}
 
 
@@ -56,7 +56,7 @@ class FullGradMultiview(OneStepUnlearner):
     Params = tuned(StepParams, step=0.01)  # R2F's step: the two differ only in the gradient
 
     def gradient(self, model, request, ctx):
-        grads = exact_gradients(model, ctx.tokenizer, all_views(request), self.params.loss, target_modules(model))
+        grads = exact_gradients(model, ctx.tokenizer, all_views(request), self.params.loss, target_modules(model, ctx.target_modules))
         return grads.__getitem__, {"views_used": len(request.views)}
 
 
@@ -67,7 +67,7 @@ class FullGradFused(Unlearner):
     strength = OneStepUnlearner.strength
 
     def unlearn(self, model, request, ctx):
-        weights = linear_weights(model, target_modules(model))
+        weights = linear_weights(model, target_modules(model, ctx.target_modules))
         w_norm = sum(norm(w) ** 2 for w in weights.values()) ** 0.5
         squares: list[float] = []
         fused_backward(model, ctx.tokenizer, request.facts, self.params.loss, weights,

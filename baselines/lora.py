@@ -52,7 +52,7 @@ class LoraSingle(OneStepUnlearner):
     def gradient(self, model, request, ctx):
         p = self.params
         views = request.views if self.multi_view else [request.facts]
-        grads = average(lora_probe(model, p.rank, seed=ctx.seed).gradients(ctx.tokenizer, views, p.loss))
+        grads = average(lora_probe(model, p.rank, ctx.target_modules, seed=ctx.seed).gradients(ctx.tokenizer, views, p.loss))
         directions = {name: lora_step_direction(g) for name, g in grads.items()}
         return directions.__getitem__, {"views_used": len(views), "rank": p.rank}
 

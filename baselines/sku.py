@@ -88,7 +88,7 @@ class SKU(Unlearner):
         rng = random.Random(ctx.seed)
         fb = cycle_batches(forget, p.batch_size, ctx.seed)
         rb = cycle_batches(request.retain, p.batch_size, ctx.seed) if request.retain else None
-        modules = QV_MODULES.get(getattr(model.config, "model_type", ""), DEFAULT_QV)
+        modules = ctx.target_modules or QV_MODULES.get(getattr(model.config, "model_type", ""), DEFAULT_QV)
         with lora_adapters(model, p.rank, modules, alpha=p.alpha) as adapted:
             def loss(step):
                 chunk = next(fb)

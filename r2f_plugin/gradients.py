@@ -19,7 +19,9 @@ def linear_modules(model: torch.nn.Module, modules: Sequence[str]) -> dict[str, 
     out = {name: module for name, module in model.named_modules()
            if name.split(".")[-1] in modules and hasattr(module, "weight") and module.weight.dim() == 2}
     if not out:
-        raise UserError(f"the model has no linear layers named {', '.join(modules)}; set target modules that exist in this architecture.")
+        own = sorted({name.split(".")[-1] for name, m in model.named_modules() if isinstance(m, torch.nn.Linear)} - {"lm_head"})
+        raise UserError(f"the model has no linear layers named {', '.join(modules)}; pass --target-modules with names of "
+                        f"its own linear layers ({', '.join(own) or 'none found'}), e.g. --target-modules {','.join(own[:2])}.")
     return out
 
 

@@ -42,8 +42,10 @@ DEFAULT_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj
 INIT_EPS = 1e-3
 
 
-def target_modules(model: torch.nn.Module) -> tuple[str, ...]:
-    return FAMILY_MODULES.get(getattr(model.config, "model_type", ""), DEFAULT_MODULES)
+def target_modules(model: torch.nn.Module, chosen: Sequence[str] | None = None) -> tuple[str, ...]:
+    """The linear layers a method adapts or steps: ``chosen`` (``--target-modules``, through
+    :attr:`~r2f_bench.unlearner.Context.target_modules`), else the architecture's default."""
+    return tuple(chosen) if chosen else FAMILY_MODULES.get(getattr(model.config, "model_type", ""), DEFAULT_MODULES)
 
 
 def role_of(layer_name: str) -> str:

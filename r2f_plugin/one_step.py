@@ -90,6 +90,6 @@ class OneStepUnlearner(Unlearner):
 
     def unlearn(self, model: torch.nn.Module, request: ForgetRequest, ctx: Context) -> Edit:
         gradient, info = self.gradient(model, request, ctx)
-        weights = linear_weights(model, target_modules(model))
+        weights = linear_weights(model, target_modules(model, ctx.target_modules))
         info["grad_norm"] = apply_step(weights, gradient, self.params.step)
         return Edit(model, info)

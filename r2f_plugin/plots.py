@@ -132,7 +132,7 @@ def ablation_figure(data: dict[tuple[str, str], dict[str, dict[float, Any]]], ax
 
 def plot_frontier(frontiers: Sequence[Any], task: str, path: Path) -> None:
     """USR against GUR, one line per method in strength order (points marked, 95% CIs
-    as bars and the USR interval as a band), the dev-tuned point as a star; PNG, atomic."""
+    as bars and the USR interval as a band), each method's shipped defaults as a star; PNG, atomic."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -157,7 +157,7 @@ def plot_frontier(frontiers: Sequence[Any], task: str, path: Path) -> None:
         ax.axvline(g, color="grey", linestyle=":", linewidth=1)
     ax.set_xlabel("GUR (%): utility kept →")
     ax.set_ylabel("USR (%): held-out forget probes forgotten →")
-    ax.set_title(f"Forget–utility frontier on {task} (mean, 95% bootstrap CI; ★ dev-tuned default)", fontsize="medium")
+    ax.set_title(f"Forget–utility frontier on {task} (mean, 95% bootstrap CI; ★ shipped defaults)", fontsize="medium")
     ax.grid(alpha=0.3)
     ax.legend(fontsize="small", loc="best")
     fig.tight_layout()

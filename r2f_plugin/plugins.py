@@ -20,6 +20,7 @@ import pluggy
 
 from . import __version__, hookspecs
 from .errors import UserError
+from .task import check_yamls
 
 # The built-in plugins, by module (relative to this package): each implements the hooks
 # of :mod:`r2f_bench.hookspecs` exactly as a third-party plugin does.
@@ -53,6 +54,7 @@ class PluginRegistry:
         self.methods: dict[str, type] = {}
         self.tasks: dict[str, type] = {}
         self.info: dict[tuple[str, str], PluginInfo] = {}
+        self._yamls_checked: set[type] = set()
 
     # -- registration -------------------------------------------------------
     def load_defaults(self) -> None:
@@ -143,7 +145,11 @@ class PluginRegistry:
         self._collect()
         if name not in self.tasks:
             raise UserError(f"unknown task {name!r}; choose one of: {', '.join(sorted(self.tasks))} (see `r2f-bench tasks`).")
-        return self.tasks[name]
+        cls = self.tasks[name]
+        if cls not in self._yamls_checked:  # before anything is loaded, not when lm-eval reads them
+            check_yamls(cls)
+            self._yamls_checked.add(cls)
+        return cls
 
     def listing(self, kind: str) -> list[PluginInfo]:
         self._collect()

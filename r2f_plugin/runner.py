@@ -30,6 +30,7 @@ from .cost import measure
 from .data import Benchmark, ForgetRequest, Probe, Target, Teaching
 from .distributed import cpu_threads, process_state, single_process_eval
 from .errors import UserError
+from .gradients import linear_modules
 from .lmeval import evaluate_probes
 from .metrics import MIN_UTILITY, identity_alignment, kept, mean, pooled, recovery, retention, usr
 from .models import (DEFAULT_PROXY, DEFAULT_TARGET, EmbeddedSpec, cache_root, check_model_path, dispatch,
@@ -78,6 +79,7 @@ class RunConfig:
     threads: int | None = None  # CPU intra-op threads (None: see distributed.cpu_threads); not part of any key
     dtype: str = "float32"  # the target's and proxy's weights (embedded models are taught in float32, then cast)
     device_map: str | None = None  # spread the target over the available devices (Accelerate); not part of any key
+    target_modules: list[str] | None = None  # linear layers methods adapt or step (None: the architecture's default)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -188,13 +190,7 @@ class Run:
         protocol.check(self.bench, config.task)
         self._check_dev_targets()
         self.split = self._split(self.bench, config.split)
-        self.targets: list[Target] = []
-        for t in self.split.targets:
-            if t.request and any(t.probes.get(s) for s in t.probes if self.task.role(s, self.bench) != LOCALITY):
-                self.targets.append(t)
-            else:
-                what = "request is" if not t.request else "forget probe sets are"
-                progress(f"warning: skipping target {t.id}: its {what} empty in the data; the other targets run")
+        self.targets = self._scorable(self.split.targets)
         if not self.targets:
             raise UserError(f"no {config.task} target has both a request and forget probes in {self.bench.source}; "
                             f"check the data or pick other --targets.")
@@ -204,6 +200,25 @@ class Run:
         self._prepared = False
         self._taught: tuple[Teaching, list[str]] | None = None
         self._low_utility_said = False
+
+    def _scorable(self, targets: list[Target]) -> list[Target]:
+        """``targets`` less those with an empty request (in the data, or emptied by the leak
+        scrub) or no forget probes to score, each skipped with one warning line. A target is
+        scored on its held-out forget sets (the headline USR); only a task that holds none
+        out (WaterDrum) is scored on its seen sets, which a corpus request always fills."""
+        roles = self.task.roles_of(self.bench, targets)
+        scored = [s for s, r in roles.items() if r == HELD_OUT] or [s for s, r in roles.items() if r == SEEN]
+        kept = []
+        for t in targets:
+            if not t.request:
+                why = "its request is empty (in the data, or once what it is scored on is removed)"
+            elif not any(t.probes.get(s) for s in scored):
+                why = f"its forget probe sets ({', '.join(scored)}) are empty"
+            else:
+                kept.append(t)
+                continue
+            self.progress(f"warning: skipping target {t.id}: {why}; the other targets run")
+        return kept
 
     def _check_dev_targets(self) -> None:
         """Fail before any model loads when ``--limit`` takes dev targets away (their fix is a
@@ -241,13 +256,16 @@ class Run:
         if self.device.type == "cpu":
             torch.set_num_threads(cpu_threads(config.threads, state.num_processes))
         self.model, self.tokenizer, self.model_label, self.model_info = self._build(config.model, DEFAULT_TARGET)
+        if config.target_modules:  # names this model lacks fail here, before any method is set up
+            linear_modules(self.model, config.target_modules)
         self.current = self.model  # the model the next deletion starts from (sequential mode: the last result)
         self.paraphraser = make_paraphraser(config.paraphraser, self.model, self.tokenizer, self.bench.alternatives)
         dev = self.split.dev_targets
         self.ctx = Context(tokenizer=self.tokenizer, dev_targets=dev, retain_pool=self.split.retain_pool(),
                            seed=config.seed, cache_dir=cache_root(), make_views=self._views,
                            probe_roles=self.task.roles_of(self.bench, dev),
-                           proxy=self._proxy() if self.method_cls.uses_proxy else None, progress=progress)
+                           proxy=self._proxy() if self.method_cls.uses_proxy else None, progress=progress,
+                           target_modules=tuple(config.target_modules) if config.target_modules else None)
         self.method = self.method_cls(self.params)
         with measure() as setup_cost:
             self.method.setup(self.model, self.ctx)

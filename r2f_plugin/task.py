@@ -27,7 +27,9 @@ import json
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Mapping, Sequence
+
+import yaml
 
 from .data import Benchmark, Target
 from .errors import UserError
@@ -40,6 +42,10 @@ SCORE, ANSWERED, ACC = "rouge_l_recall", "answered", "acc"
 METRIC_KEYS = (SCORE, ANSWERED, ACC)
 
 HUB_PREFIX = "hf:"
+# the keys every probe-set YAML needs, itself or through its ``include``; a group YAML needs GROUP_FIELDS
+YAML_FIELDS = ("task", "output_type", "custom_dataset", "dataset_kwargs", "doc_to_text", "doc_to_target")
+GROUP_FIELDS = ("group", "task")
+YAML_FIX = "see docs/tasks.md for the keys a task YAML needs"
 
 
 @dataclass(frozen=True)
@@ -170,15 +176,30 @@ def read_json(path: Path, required: tuple[str, ...] = (), array: bool = True) ->
     if not isinstance(data, list):
         raise UserError(f"malformed data file {path}: expected a JSON array of rows, got a JSON "
                         f"{type(data).__name__}; restore the original file.")
-    for i, row in enumerate(data):
-        if required and not isinstance(row, dict):
-            raise UserError(f"malformed data file {path}: row {i} is a {type(row).__name__}, expected an object; restore the original file.")
-        for k in required:
-            if k not in row:
-                raise UserError(f"malformed data file {path}: row {i} lacks field {k!r}; restore the original file.")
-            if row[k] is None:
-                raise UserError(f"malformed data file {path}: row {i} field {k!r} is null; restore the original file.")
+    require_fields(data, required, path)
     return data
+
+
+def missing_field(mapping: Mapping[str, Any], required: Sequence[str]) -> str | None:
+    """What the first of ``required`` that ``mapping`` lacks or holds as null is missing
+    (``"lacks field 'k'"``, ``"field 'k' is null"``; ``None``: all are set): the one
+    required-field check, for data rows and task YAMLs alike."""
+    for k in required:
+        if k not in mapping:
+            return f"lacks field {k!r}"
+        if mapping[k] is None:
+            return f"field {k!r} is null"
+    return None
+
+
+def require_fields(rows: list[Any], required: Sequence[str], where: Path | str) -> None:
+    """One line naming ``where``, the row and the field when a row is no object or lacks
+    one of the ``required`` fields (or holds it as null)."""
+    for i, row in enumerate(rows if required else ()):
+        if not isinstance(row, dict):
+            raise UserError(f"malformed data file {where}: row {i} is a {type(row).__name__}, expected an object; restore the original file.")
+        if why := missing_field(row, required):
+            raise UserError(f"malformed data file {where}: row {i} {why}; restore the original file.")
 
 
 def content_hash(paths: list[Path]) -> str:
@@ -188,3 +209,41 @@ def content_hash(paths: list[Path]) -> str:
         h.update(p.name.encode())
         h.update(p.read_bytes())
     return h.hexdigest()[:12]
+
+
+class _YamlLoader(yaml.SafeLoader):
+    """Reads lm-eval's ``!function module.name`` tags as their text (nothing is imported)."""
+
+
+_YamlLoader.add_constructor("!function", lambda loader, node: loader.construct_scalar(node))
+
+
+def read_yaml(path: Path) -> dict[str, Any]:
+    """One lm-eval task YAML, merged over its ``include`` (the file's own keys win)."""
+    try:
+        config = yaml.load(path.read_text(encoding="utf-8"), Loader=_YamlLoader)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        mark = getattr(exc, "problem_mark", None)
+        why = f"{getattr(exc, 'problem', None) or exc}" + (f" at line {mark.line + 1}" if mark else "")
+        raise UserError(f"task YAML {path} cannot be parsed ({why}); fix its YAML syntax ({YAML_FIX}).") from None
+    if not isinstance(config, dict):
+        raise UserError(f"task YAML {path} holds a {type(config).__name__}, not a mapping of lm-eval keys; {YAML_FIX}.")
+    include = config.pop("include", None)
+    if include is None:
+        return config
+    base = path.parent / str(include)
+    if not base.is_file():
+        raise UserError(f"task YAML {path} includes {include}, which is not in {path.parent}; fix the include or "
+                        f"restore that file.")
+    return {**read_yaml(base), **config}
+
+
+def check_yamls(task: type[Task]) -> None:
+    """Refuse, with one line naming the file, a task whose lm-eval YAMLs do not parse or
+    whose probe-set YAMLs (all but the shared ``_*.yaml`` includes) lack a
+    :data:`YAML_FIELDS` key (a group YAML: :data:`GROUP_FIELDS`)."""
+    for path in sorted(task.yaml_dir().glob("*.yaml")):
+        config = read_yaml(path)
+        required = GROUP_FIELDS if "group" in config else YAML_FIELDS
+        if not path.name.startswith("_") and (why := missing_field(config, required)):
+            raise UserError(f"task YAML {path} {why} (itself or through its include); add it ({YAML_FIX}).")

@@ -107,6 +107,7 @@ class Context:
     make_views: Callable[[list[Probe]], list[list[Probe]]]  # the run's paraphrase views of facts
     probe_roles: dict[str, str] = field(default_factory=dict)  # the dev targets' probe sets -> role
     proxy: Proxy | None = None  # only for methods with ``uses_proxy``
+    target_modules: tuple[str, ...] | None = None  # --target-modules (None: the architecture's default, lora.target_modules)
     progress: Callable[[str], None] = print
 
 

@@ -1,5 +1,5 @@
 """Helpers shared by the benchmarks: the data folder, choosing targets, chunking,
-prompt formats, field checks, greedy/sampled generation and ROC AUC."""
+prompt formats, greedy/sampled generation and ROC AUC."""
 
 from __future__ import annotations
 
@@ -83,14 +83,6 @@ def _name_key(name: str) -> str:
 def dev_ids(ids: list[str], chosen: list[str], n_dev: int) -> list[str]:
     """``n_dev`` targets disjoint from ``chosen``, taken from the end of the list."""
     return [i for i in reversed(ids) if i not in chosen][:n_dev]
-
-
-def require_fields(rows: list[Any], fields: tuple[str, ...], where: str) -> None:
-    """One-line UserError naming ``where`` and the first missing field."""
-    for i, row in enumerate(rows):
-        missing = [k for k in fields if not isinstance(row, dict) or k not in row]
-        if missing:
-            raise UserError(f"malformed data file {where}: row {i} lacks field {missing[0]!r}; restore the original file.")
 
 
 def resolve_root(data_dir: Path | None, sample: Path, what: str = "the benchmark's folder") -> tuple[Path, str]:

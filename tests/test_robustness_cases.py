@@ -344,3 +344,119 @@ def test_warnings_print_as_one_line_without_paths():
 
     assert one_line_warning(UserWarning("a plugin\n  failed"), UserWarning, "/x/plugins.py", 3, "src") == \
         "warning: a plugin failed\n"
+
+
+# -- 6. task YAMLs, target modules and empty forget sets ------------------------------------
+YAML_CASES = [
+    ("unparseable", "rwku_forget_qa.yaml", "task: [rwku_forget_qa\n",
+     "task YAML {d}/rwku_forget_qa.yaml cannot be parsed (expected ',' or ']', but got '<stream end>' at line 2); "
+     "fix its YAML syntax (see docs/tasks.md for the keys a task YAML needs)."),
+    ("missing key", "_rwku_generation.yaml", "tag: rwku\ncustom_dataset: !function utils.load_probes\n",
+     "task YAML {d}/rwku_forget_aa.yaml lacks field 'output_type' (itself or through its include); add it (see "
+     "docs/tasks.md for the keys a task YAML needs)."),
+]
+
+
+@pytest.mark.parametrize("case", YAML_CASES, ids=[c[0] for c in YAML_CASES])
+def test_an_invalid_task_yaml_is_one_line_when_the_task_is_picked(case, tmp_path, capsys):
+    """Checked before the data or any model loads (before: lm-eval failed after the untouched model's build)."""
+    from types import SimpleNamespace
+
+    from r2f_bench import hookimpl
+    from r2f_bench.plugins import registry
+    from r2f_bench.tasks.rwku import RWKU
+
+    _, name, text, message = case
+    yamls = tmp_path / "yamls"
+    shutil.copytree(RWKU.yaml_dir(), yamls, ignore=shutil.ignore_patterns("sample", "*.py", "*.md", "__pycache__"))
+    (yamls / name).write_text(text)
+
+    class BrokenYamls(RWKU):
+        name = "rwku_broken_yamls"
+
+        @classmethod
+        def yaml_dir(cls) -> Path:
+            return yamls
+
+        def load(self, *args, **kwargs):
+            raise AssertionError("data loaded before the YAMLs were checked")
+
+    registry().register(SimpleNamespace(register_tasks=hookimpl(lambda register: register(BrokenYamls))), "broken-yamls")
+    try:
+        assert main(["--method", "r2f", "--task", "rwku_broken_yamls", "--output", str(tmp_path / "out")]) == 2
+    finally:
+        registry().unregister("broken-yamls")
+    assert capsys.readouterr().err.strip().splitlines() == ["error: " + message.format(d=yamls)]
+
+
+def test_target_modules_reach_the_methods_and_a_missing_name_names_the_option():
+    """A non-Llama architecture (GPT-NeoX): the default names fail with one line naming
+    --target-modules and the model's own layers; --target-modules set through the context works."""
+    import torch
+    from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
+
+    from r2f_bench.cli.main import build_parser
+    from r2f_bench.cli.options import run_config
+    from r2f_bench.errors import UserError
+    from r2f_bench.one_step import OneStepUnlearner
+    from r2f_bench.store import job_key
+    from r2f_bench.unlearner import Context
+
+    args = build_parser().parse_args(RUN + ["--target-modules", "query_key_value, dense"])
+    config = run_config(args, "r2f", "rwku")
+    assert config.target_modules == ["query_key_value", "dense"]
+    default = run_config(build_parser().parse_args(RUN), "r2f", "rwku")
+    legacy = {k: v for k, v in default.to_dict().items() if k != "target_modules"}
+    assert job_key(default.to_dict(), "t", "r", {}) == job_key(legacy, "t", "r", {})  # older stores keep their keys
+
+    torch.manual_seed(0)
+    model = GPTNeoXForCausalLM(GPTNeoXConfig(vocab_size=16, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                                             intermediate_size=16))
+
+    class Uniform(OneStepUnlearner):
+        name = "uniform-step"
+
+        def gradient(self, model, request, ctx):
+            return (lambda layer: torch.ones_like(dict(model.named_modules())[layer].weight)), {}
+
+    ctx = lambda modules: Context(tokenizer=None, dev_targets=[], retain_pool=[], seed=0, cache_dir=Path("."),
+                                  make_views=lambda facts: [facts], target_modules=modules)
+    with pytest.raises(UserError) as exc:
+        Uniform(Uniform.Params()).unlearn(model, None, ctx(None))
+    assert str(exc.value) == ("the model has no linear layers named q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, "
+                              "down_proj; pass --target-modules with names of its own linear layers (dense, "
+                              "dense_4h_to_h, dense_h_to_4h, query_key_value), e.g. --target-modules "
+                              "dense,dense_4h_to_h.")
+    assert Uniform(Uniform.Params()).unlearn(model, None, ctx(("query_key_value", "dense"))).model is model
+
+
+def test_a_target_without_forget_probes_is_skipped_with_the_documented_warning(tmp_path):
+    """Before: the seen set built from the corpus request counted as forget probes, so a target
+    whose forget sets were empty ran (USR n/a) without a word."""
+    from r2f_bench.runner import Run, RunConfig
+
+    data = tmp_path / "rwku"
+    shutil.copytree(_sample(), data)
+    for level in (1, 2, 3):
+        (data / "Target" / "1_Orla_Vantree" / f"forget_level{level}.json").write_text("[]")
+    said: list[str] = []
+    run = Run(RunConfig(method="fullgrad", task="rwku", data_dir=str(data), output=str(tmp_path / "out")),
+              progress=said.append)
+    assert [t.id for t in run.targets] == ["2_Bram_Ostelic", "3_Tamsin_Quorve"]
+    assert "warning: skipping target 1_Orla_Vantree: its forget probe sets (forget_fb, forget_qa, forget_aa) are " \
+           "empty; the other targets run" in said
+
+
+def test_a_request_emptied_by_the_leak_scrub_is_skipped_with_the_documented_warning(tmp_path):
+    from r2f_bench.runner import Run, RunConfig
+
+    data = tmp_path / "rwku"
+    shutil.copytree(_sample(), data)
+    first = data / "Target" / "1_Orla_Vantree"
+    shutil.copy(first / "neighbor_level1.json", first / "forget_level1.json")  # every request item is scored
+    said: list[str] = []
+    run = Run(RunConfig(method="fullgrad", task="rwku", data_dir=str(data), forget_source="probes",
+                        output=str(tmp_path / "out")), progress=said.append)
+    assert [t.id for t in run.targets] == ["2_Bram_Ostelic", "3_Tamsin_Quorve"]
+    assert "warning: skipping target 1_Orla_Vantree: its request is empty (in the data, or once what it is scored on " \
+           "is removed); the other targets run" in said

@@ -47,6 +47,9 @@ def add_run_options(p: argparse.ArgumentParser, split: bool = True,
     p.add_argument("--dtype", choices=DTYPES, default="float32", help="weights of the target and proxy (default float32)")
     p.add_argument("--device-map", choices=DEVICE_MAPS,
                    help="spread the target over the available GPUs, then CPU, with Accelerate (for targets larger than one device)")
+    p.add_argument("--target-modules", metavar="NAMES", help="comma-separated linear layers the methods adapt or "
+                   "step, for architectures other than Llama/Mistral/GPT-2 (e.g. query_key_value,dense; default: the "
+                   "architecture's own, q_proj,...,down_proj)")
     p.add_argument("--threads", type=int, help="CPU threads per process (default: OMP_NUM_THREADS, else the cores "
                    "shared among the run's processes); pin it when you compare seconds")
     add_quiet_option(p)
@@ -84,6 +87,11 @@ def say(args: argparse.Namespace):
     return lambda m: None if quiet and not m.startswith("warning") else print(m, file=sys.stderr, flush=True)
 
 
+def names(text: str | None) -> list[str] | None:
+    """A comma-separated option as a list (``None`` when unset or empty)."""
+    return [n.strip() for n in text.split(",") if n.strip()] or None if text else None
+
+
 def run_config(args: argparse.Namespace, method: str, task: str) -> RunConfig:
     """The run configuration the parsed :func:`add_run_options` describe."""
     return RunConfig(method=method, task=task, seed=args.seed, model=args.model, proxy=args.proxy,
@@ -93,5 +101,5 @@ def run_config(args: argparse.Namespace, method: str, task: str) -> RunConfig:
                      dev_targets=args.dev_targets, forget_source=args.forget_source,
                      retain_items=args.retain_items, threads=args.threads, output=args.output,
                      trust_remote_code=args.trust_remote_code, split=getattr(args, "split", "eval"),
-                     dtype=args.dtype, device_map=args.device_map,
+                     dtype=args.dtype, device_map=args.device_map, target_modules=names(args.target_modules),
                      sequential=getattr(args, "sequential", False), save_model=getattr(args, "save_model", None))

@@ -114,7 +114,8 @@ def evaluate(args: argparse.Namespace) -> list[dict[str, Any]]:
         decoder, aggregate = decoders[name]()
         for n_views in sorted({1, len(per_fact[0])}):
             meters = [decoder_cosines(decoder, run.model, run.tokenizer, [[v] for v in views[:n_views]],
-                                      p.rank, aggregate, p.loss, run.config.seed) for views in per_fact]
+                                      p.rank, aggregate, p.loss, run.config.seed, run.ctx.target_modules)
+                      for views in per_fact]
             cos = [m.cosines() for m in meters]
             rel = [m.relative_errors() for m in meters]
             overall = [c["overall"] for c in cos]

@@ -95,7 +95,7 @@ class R2F(OneStepUnlearner):
     def setup(self, model: torch.nn.Module, ctx: Context) -> None:
         p = self.params
         self.decoder = GradientDecoder.load(Path(p.decoder_path)) if p.decoder_path else self._fit_on_proxy(ctx)
-        self.decoder.check_fits(p.rank, list(lora_probe(model, p.rank, seed=ctx.seed).layers))
+        self.decoder.check_fits(p.rank, list(lora_probe(model, p.rank, ctx.target_modules, seed=ctx.seed).layers))
 
     def _fit_on_proxy(self, ctx: Context) -> GradientDecoder:
         p = self.params
@@ -122,7 +122,7 @@ class R2F(OneStepUnlearner):
 
     def gradient(self, model, request: ForgetRequest, ctx: Context):
         p = self.params
-        probe = lora_probe(model, p.rank, seed=ctx.seed)
+        probe = lora_probe(model, p.rank, ctx.target_modules, seed=ctx.seed)
         grads = probe.gradients(ctx.tokenizer, units(request.views, p.aggregate), p.loss, p.micro_batch_tokens)
         with phase("decode"):
             update = decoded(self.decoder, grads)
@@ -134,17 +134,17 @@ class R2F(OneStepUnlearner):
     def diagnostics(self, original: torch.nn.Module, request: ForgetRequest, ctx: Context) -> dict[str, Any]:
         """Decoded vs exact gradient on the untouched model (evaluation only, untimed)."""
         meter = decoder_cosines(self.decoder, original, ctx.tokenizer, request.views, self.params.rank,
-                                self.params.aggregate, self.params.loss, ctx.seed)
+                                self.params.aggregate, self.params.loss, ctx.seed, ctx.target_modules)
         cos = meter.cosines()
         return {"grad_cosine": cos.pop("overall"), "grad_cosine_by_role": cos}
 
 
 def decoder_cosines(decoder: GradientDecoder, model: torch.nn.Module, tokenizer: Any,
                     views: Sequence[Sequence[Probe]], rank: int, aggregate: str, loss: str,
-                    seed: int) -> CosineMeter:
+                    seed: int, modules: Sequence[str] | None = None) -> CosineMeter:
     """Cosine of the decoded to the exact gradient of the whole request, per role and overall."""
     meter = CosineMeter()
-    probe = lora_probe(model, rank, seed=seed)
+    probe = lora_probe(model, rank, modules, seed=seed)
     estimate = decoded(decoder, probe.gradients(tokenizer, units(views, aggregate), loss))
     _, full = probe.exact(tokenizer, [p for v in views for p in v], loss)
     for name, truth in full.items():
