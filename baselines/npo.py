@@ -23,9 +23,8 @@ Defaults:
 
 * ``beta = 0.1``: the paper's (TOFU).
 * ``retain_weight = 0``: plain NPO, the paper's headline loss.
-* ``steps = 5``, ``lr = 7e-4`` (the strength knob, swept 1e-4–1e-2): gradient ascent's
-  (AdamW's step size hardly depends on the loss's scale, so the lr carries over); not
-  tuned for NPO itself. The paper runs 10 epochs at 1e-5 on 7B models (TOFU).
+* ``steps = 5``; ``lr = 5.18e-4`` (the strength knob, swept 1e-4–1e-2), chosen by ``r2f-bench tune`` on the knowledge world's dev split (docs/tuning.md).
+  The paper runs 10 epochs at 1e-5 on 7B models (TOFU).
 * ``batch_size = 8``, ``accumulate = 4``: 32 sequences per step. AdamW, all parameters.
 """
 
@@ -42,7 +41,7 @@ from ..data import Probe
 from ..encoding import encode, token_batches
 from ..losses import BATCH, answer_logprob
 from ..one_step import all_views
-from ..unlearner import Edit, Strength, Unlearner, at_least, positive
+from ..unlearner import Edit, Strength, Unlearner, at_least, positive, tuned
 from .graddiff import ForgetLoss, ForgetRetainParams, train_forget_retain
 
 
@@ -79,7 +78,7 @@ def npo_forget(model: torch.nn.Module, tokenizer: Any, refs: dict[Probe, float],
 class NPO(Unlearner):
     name = "npo"
     description = "NPO (Zhang et al. 2024): DPO-style negative preference on the forget answers against the untouched model."
-    Params = NpoParams
+    Params = tuned(NpoParams, lr=5.18e-4)
     strength = Strength("lr", 1e-4, 1e-2)
 
     def unlearn(self, model, request, ctx):

@@ -13,6 +13,11 @@ from typing import Iterator
 
 import torch
 
+# what a result record times (``phases``): one target's run, in the order the runner runs them;
+# and the run's one-time costs (``phases_once``), stated in each of its records
+TARGET_PHASES = ("untouched", "unlearn", "evaluate", "rap", "extra", "alignment")
+ONCE_PHASES = ("load", "setup")
+
 
 class _MallInfo2(ctypes.Structure):
     _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
@@ -136,3 +141,16 @@ def phase(name: str) -> Iterator[None]:
         collector.seconds[name] = collector.seconds.get(name, 0.0) + spent - nested
         if collector._open:
             collector._open[-1][1] += spent
+
+
+@contextmanager
+def timed(seconds: dict[str, float], name: str) -> Iterator[None]:
+    """Add a block's wall seconds (its CUDA work finished) to ``seconds[name]``. Unlike
+    :func:`phase`, nothing nested is subtracted: the runner's phases of a target."""
+    _sync()
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        _sync()
+        seconds[name] = seconds.get(name, 0.0) + time.perf_counter() - start

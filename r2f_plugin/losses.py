@@ -51,13 +51,18 @@ def answer_logprob(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> tu
     return -nll.sum(1), mask.sum(1)
 
 
-def answer_kl(logits: torch.Tensor, ref_logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+def answer_kl(logits: torch.Tensor, ref_logits: torch.Tensor, labels: torch.Tensor,
+              temperature: float = 1.0) -> torch.Tensor:
     """Token-level KL(reference ‖ model) of the next-token distributions, averaged over
-    the answer tokens of the batch (SCRUB's and SKU's divergence for causal LMs)."""
-    logp, ref = F.log_softmax(logits[:, :-1].float(), -1), F.log_softmax(ref_logits[:, :-1].float(), -1)
+    the answer tokens of the batch (SCRUB's and SKU's divergence for causal LMs). At a
+    ``temperature`` T both distributions are softened by T and the KL is scaled by T²,
+    as in knowledge distillation (Hinton et al. 2015; SCRUB's ``DistillKL``)."""
+    t = float(temperature)
+    logp = F.log_softmax(logits[:, :-1].float() / t, -1)
+    ref = F.log_softmax(ref_logits[:, :-1].float() / t, -1)
     mask = labels[:, 1:].to(logits.device) != -100
     kl = F.kl_div(logp, ref, log_target=True, reduction="none").sum(-1)
-    return (kl * mask).sum() / mask.sum().clamp(min=1)
+    return t * t * (kl * mask).sum() / mask.sum().clamp(min=1)
 
 
 LOSSES = ("ascent", "unlikelihood")

@@ -26,7 +26,7 @@ import torch
 
 from . import __version__, protocol
 from .atomic import atomic_dir, atomic_write_text, check_writable, set_aside
-from .cost import measure
+from .cost import Cost, measure, timed
 from .data import Benchmark, ForgetRequest, Probe, Target, Teaching
 from .distributed import cpu_threads, process_state, single_process_eval
 from .errors import UserError
@@ -255,21 +255,24 @@ class Run:
         self.device = state.device
         if self.device.type == "cpu":
             torch.set_num_threads(cpu_threads(config.threads, state.num_processes))
-        self.model, self.tokenizer, self.model_label, self.model_info = self._build(config.model, DEFAULT_TARGET)
-        if config.target_modules:  # names this model lacks fail here, before any method is set up
-            linear_modules(self.model, config.target_modules)
+        once: dict[str, float] = {}  # the run's one-time costs, stated in each of its records
+        with timed(once, "load"):  # an embedded model is taught here on a cold cache; a proxy loads in setup
+            self.model, self.tokenizer, self.model_label, self.model_info = self._build(config.model, DEFAULT_TARGET)
+            if config.target_modules:  # names this model lacks fail here, before any method is set up
+                linear_modules(self.model, config.target_modules)
+            self.paraphraser = make_paraphraser(config.paraphraser, self.model, self.tokenizer, self.bench.alternatives)
+            proxy = self._proxy() if self.method_cls.uses_proxy else None
         self.current = self.model  # the model the next deletion starts from (sequential mode: the last result)
-        self.paraphraser = make_paraphraser(config.paraphraser, self.model, self.tokenizer, self.bench.alternatives)
         dev = self.split.dev_targets
         self.ctx = Context(tokenizer=self.tokenizer, dev_targets=dev, retain_pool=self.split.retain_pool(),
                            seed=config.seed, cache_dir=cache_root(), make_views=self._views,
-                           probe_roles=self.task.roles_of(self.bench, dev),
-                           proxy=self._proxy() if self.method_cls.uses_proxy else None, progress=progress,
+                           probe_roles=self.task.roles_of(self.bench, dev), proxy=proxy, progress=progress,
                            target_modules=tuple(config.target_modules) if config.target_modules else None)
         self.method = self.method_cls(self.params)
         with measure() as setup_cost:
             self.method.setup(self.model, self.ctx)
         self.setup_seconds = setup_cost.seconds
+        self.phases_once = {**once, "setup": self.setup_seconds}
         self._prepared = True
 
     # -- models ---------------------------------------------------------------
@@ -458,38 +461,53 @@ class Run:
         return scores
 
     def run_target(self, target: Target) -> dict[str, Any]:
-        """Unlearn one target and return its result record."""
+        """Unlearn one target and return its result record, with the wall seconds of each phase."""
         self.prepare()
-        t0 = time.time()
+        t0, spent = time.time(), {}
         request = self.request(target)
-        before = self._untouched(target)
-        torch.manual_seed(self.config.seed)
-        start = self.current
-        model = copy.deepcopy(start)
-        self.progress(f"{self.config.method} on {target.id}: unlearning")
-        with measure(self.device) as cost:
-            edit = self.checked(self.method.unlearn(model, request, self.ctx))
-        if not all(torch.isfinite(p).all() for p in edit.model.parameters()):
+        with timed(spent, "untouched"):
+            before = self._untouched(target)
+        edit, cost, info = self._unlearn(target, request, spent)
+        if info is None:
             self.progress(f"warning: {self.config.method} on {target.id} left non-finite weights; "
                           f"recorded as a diverged deletion (no metrics), excluded from tables")
-            return self._diverged(target, request, cost, edit.info, time.time() - t0)
-        info = {**edit.info, **self.method.diagnostics(start, request, self.ctx)}
+            return self._diverged(target, request, cost, edit.info, time.time() - t0, spent)
         self.progress(f"{self.config.method} on {target.id}: evaluating")
-        after = self._evaluate(edit.model, target)
-        if edit.evaluation_info is not None:
-            info.update(edit.evaluation_info(self._probe_sets(target)))
+        with timed(spent, "evaluate"):
+            after = self._evaluate(edit.model, target)
+            if edit.evaluation_info is not None:
+                info.update(edit.evaluation_info(self._probe_sets(target)))
         if self.config.sequential:
             self.current = edit.model
             info["sequence_step"] = self.targets.index(target) + 1
         if self.config.save_model:
             self._save(edit, target)
-        attack = self._attack_data(request)
-        relearned = self._evaluate(self._attacked(edit.model, attack), target, forget_only=True)
-        control = self._control(target, attack)
-        extra_after = self.task.extra_scores(edit.model, self.tokenizer, self.bench, target)
-        return self._record(target, request, before, after, relearned, control, extra_after, cost, info,
-                            identity_alignment(self.model, edit.model, self.tokenizer, self.bench.general_prompts),
-                            time.time() - t0)
+        with timed(spent, "rap"):
+            attack = self._attack_data(request)
+            relearned = self._evaluate(self._attacked(edit.model, attack), target, forget_only=True)
+            control = self._control(target, attack)
+        with timed(spent, "extra"):
+            extra_after = self.task.extra_scores(edit.model, self.tokenizer, self.bench, target)
+        with timed(spent, "alignment"):
+            alignment = identity_alignment(self.model, edit.model, self.tokenizer, self.bench.general_prompts)
+        return self._record(target, request, before, after, relearned, control, extra_after, cost, info, alignment,
+                            time.time() - t0, spent)
+
+    def _unlearn(self, target: Target, request: ForgetRequest,
+                 spent: dict[str, float]) -> tuple[Edit, Cost, dict | None]:
+        """The method's deletion on a copy of the model the run is at, measured (``seconds``,
+        ``peak_mem_mb``), and its info with the method's diagnostics (``None``: it left
+        non-finite weights, a diverged deletion); its wall seconds go to ``spent["unlearn"]``."""
+        torch.manual_seed(self.config.seed)
+        start = self.current
+        model = copy.deepcopy(start)
+        self.progress(f"{self.config.method} on {target.id}: unlearning")
+        with timed(spent, "unlearn"):
+            with measure(self.device) as cost:
+                edit = self.checked(self.method.unlearn(model, request, self.ctx))
+            if not all(torch.isfinite(p).all() for p in edit.model.parameters()):
+                return edit, cost, None
+            return edit, cost, {**edit.info, **self.method.diagnostics(start, request, self.ctx)}
 
     def checked(self, edit: Any) -> Edit:
         """What ``unlearn()`` returned, checked as it returns (not after the evaluation): an
@@ -515,25 +533,28 @@ class Run:
             self.tokenizer.save_pretrained(tmp)
         self.progress(f"{self.config.method} on {target.id}: unlearned model saved to {path}")
 
-    def _provenance(self, request: ForgetRequest, wall: float) -> dict[str, Any]:
-        """What every record states besides its scores."""
+    def _provenance(self, request: ForgetRequest, wall: float, spent: dict[str, float]) -> dict[str, Any]:
+        """What every record states besides its scores: among them the wall seconds of the
+        target's phases that ran (``phases``) and the run's one-time costs (``phases_once``)."""
         return {"request_source": self.bench.request_source,
                 "views": [[p.question for p in view] for view in request.views],
                 "models": {"target": self.model_label, "proxy": self.ctx.proxy.label if self.ctx.proxy else None},
                 "knowledge": self.knowledge_record(),
                 "config": self.config.to_dict(), "params": asdict(self.params),
                 "versions": self.versions(), "data_revision": self.bench.revision,
-                "setup_seconds": self.setup_seconds, "wall_seconds": wall, "host": platform.node(),
+                "setup_seconds": self.setup_seconds, "wall_seconds": wall, "phases": dict(spent),
+                "phases_once": dict(self.phases_once), "host": platform.node(),
                 "threads": torch.get_num_threads() if self.device.type == "cpu" else None}
 
-    def _diverged(self, target: Target, request: ForgetRequest, cost: Any, info: dict, wall: float) -> dict:
+    def _diverged(self, target: Target, request: ForgetRequest, cost: Cost, info: dict, wall: float,
+                  spent: dict[str, float]) -> dict:
         """The record of a deletion that destroyed the model: a failure, never a score."""
         return json_safe({"method": self.config.method, "task": self.config.task, "target": target.id,
                           "seed": self.config.seed, "status": "diverged",
                           **{m: None for m in ("usr", "usr_seen", "gur", "locality", "rap", "rap_control",
                                               "identity_alignment")},
                           "seconds": cost.seconds, "peak_mem_mb": cost.peak_mem_mb, "info": info,
-                          **self._provenance(request, wall)})
+                          **self._provenance(request, wall, spent)})
 
     def headline(self, target: Target, before: dict[str, list[dict]], after: dict[str, list[dict]]) -> tuple[float | None, float | None]:
         """(USR, GUR) of one deletion from the per-probe scores before and after (GUR ``None``
@@ -554,7 +575,7 @@ class Run:
         return retention(before, after, MIN_UTILITY)
 
     def _record(self, target, request, before, after, relearned, control, extra_after, cost, info, alignment,
-                wall) -> dict:
+                wall, spent) -> dict:
         """The result record; every share is a percentage (0-100), identity alignment a cosine."""
         roles, chance = self.roles(target), self.task.chance
         b_scores, util, held_out = before["scores"], self.task.utility_set, roles[HELD_OUT]
@@ -591,7 +612,7 @@ class Run:
                          "after": {**self.task.official_scores(set_after), **extra_after}},
             "set_scores": {"before": set_before, "after": set_after},
             "info": info,
-            **self._provenance(request, wall),
+            **self._provenance(request, wall, spent),
         }
         record.update({column: info.get(column) for column in self.method_cls.result_columns})
         return json_safe(record)

@@ -14,8 +14,9 @@ views, target or proxy model) are never averaged together: they become separate
 rows, labelled by the setting fields that vary among that method's records.
 
 Tables: ``table1`` (USR / GUR per dataset), ``rap``, ``identity_alignment``, ``cost``
-(per-deletion time and peak memory, with ratios to FullGrad when present) and
-``transfer`` (R2F's proxy→target matrix, when the store holds several model pairs).
+(per-deletion time and peak memory, with ratios to FullGrad when present),
+``transfer`` (R2F's proxy→target matrix, when the store holds several model pairs) and,
+on request, ``phases`` (where each target's wall time goes).
 Each states the models, data revisions and plugin versions its records came from;
 :mod:`r2f_bench.render` writes them as Markdown, LaTeX, CSV and HTML.
 """
@@ -25,10 +26,11 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 from .aggregate import (DIGITS, HIGHER_IS_BETTER, METRIC_TITLES, Record, Stat, aggregate, setting, setting_label,
                         task_order, varying)
+from .cost import ONCE_PHASES, TARGET_PHASES
 from .metrics import ANSWERED_NOTE, MIN_UTILITY, legend
 from .store import canonical_json
 from .tune import DEFAULT_MIN_GUR
@@ -46,6 +48,20 @@ NA_NOTE = ("n/a: undefined, nothing to count: RAP where nothing was forgotten (n
            f"model's utility score is below {MIN_UTILITY:g}% (a ratio to almost nothing)")
 UNRANKED = frozenset({"identity_alignment"})  # closeness to the untouched model: neither better nor worse (ALIGNMENT_NOTE)
 UNDEFINED = Stat(math.nan, None, None, 0)  # records exist, but none defines the metric (NA_NOTE)
+PHASES_TABLE = "phases"
+PHASE_SUM = "phases_sum"  # a record's target phases added up (derived, never stored)
+OUTSIDE_UNLEARN = "outside_unlearn"  # derived from a row's means (:func:`outside_unlearn`)
+# the phases table's columns per dataset: (record field or derived key, title, digits)
+PHASE_COLUMNS = ([(f"phases.{p}", f"{p} (s)", 2) for p in TARGET_PHASES]
+                 + [(PHASE_SUM, "sum (s)", 2), (OUTSIDE_UNLEARN, "outside unlearn (%)", 1)]
+                 + [(f"phases_once.{p}", f"{p} (s, once)", 2) for p in ONCE_PHASES])
+PHASES_NOTE = ("Mean wall seconds of each phase of one target's run: untouched (the untouched model's scores, "
+               "cached: a cache hit after the first run), unlearn (the deletion and the method's diagnostics), "
+               "evaluate (the unlearned model's scores), rap (the relearning attack, its evaluation and its "
+               "control), extra (the task's extra scores), alignment (identity alignment); sum: the phases' total; "
+               "outside unlearn: the share of the mean sum not spent in unlearn. load (the models built; taught on "
+               "a cold cache) and setup (the method's, e.g. fitting a decoder) are the run's one-time costs, stated "
+               "in each of its records and not in the sum. n/a here: the records predate phase timing.")
 
 
 def direction(metric: str) -> bool | None:
@@ -223,6 +239,44 @@ def cost_table(records: Sequence[Record]) -> Table:
     return table
 
 
+def with_phase_sum(record: Record) -> Record:
+    """``record`` with :data:`PHASE_SUM`, the seconds of its target's phases added up (unchanged
+    unless it times every one of :data:`~r2f_bench.cost.TARGET_PHASES`)."""
+    phases = record.get("phases")
+    seconds = [phases.get(p) for p in TARGET_PHASES] if isinstance(phases, Mapping) else [None]
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in seconds):
+        return record
+    return {**record, PHASE_SUM: float(sum(seconds))}
+
+
+def outside_unlearn(unlearn: Stat | None, total: Stat | None) -> Stat | None:
+    """The share (%) of a row's mean phase sum spent outside ``unlearn`` (a ratio of means)."""
+    if total is None:
+        return None
+    if not total.n or unlearn is None or not unlearn.n or total.mean <= 0:
+        return UNDEFINED
+    return Stat(100.0 * (total.mean - unlearn.mean) / total.mean, None, None, total.n)
+
+
+def phases_table(records: Sequence[Record]) -> Table:
+    """Where a target's wall time goes, per dataset: the mean seconds of each phase, their sum,
+    the share of it outside ``unlearn``, and the run's one-time ``load`` and ``setup``."""
+    records = [with_phase_sum(r) for r in records]
+    labels, label = method_rows(records)
+    tasks = task_order(r.get("task") for r in records)
+    columns = [Column(f"{t}.{key}", title, t, None, digits) for t in tasks for key, title, digits in PHASE_COLUMNS]
+    cell = cell_stats(records, [key for key, _, _ in PHASE_COLUMNS if key != OUTSIDE_UNLEARN], label)
+
+    def value(lab: str, task: str, key: str) -> Stat | None:
+        if key == OUTSIDE_UNLEARN:
+            return outside_unlearn(cell(lab, task, "phases.unlearn"), cell(lab, task, PHASE_SUM))
+        return cell(lab, task, key)
+
+    rows = [(lab, [value(lab, t, key) for t in tasks for key, _, _ in PHASE_COLUMNS]) for lab in labels]
+    return Table(PHASES_TABLE, "Where the time goes: seconds per phase of a target's run", PHASES_NOTE, columns,
+                 rows, Provenance.of(records))
+
+
 def transfer_tables(records: Sequence[Record]) -> list[Table]:
     """Proxy→target matrices of every method that uses a proxy model: targets as rows,
     proxies × (USR, GUR) as columns, per method, dataset and setting."""
@@ -253,8 +307,9 @@ def transfer_tables(records: Sequence[Record]) -> list[Table]:
     return tables
 
 
-def build_tables(records: Sequence[Record]) -> list[Table]:
-    """Every table the records support, in the paper's order.
+def build_tables(records: Sequence[Record], phases: bool = False) -> list[Table]:
+    """Every table the records support, in the paper's order (``phases``: then the
+    :func:`phases_table`).
 
     Only evaluation-split records count: dev-split runs (``r2f-bench tune``) choose
     hyper-parameters and never enter a leaderboard."""
@@ -276,7 +331,7 @@ def build_tables(records: Sequence[Record]) -> list[Table]:
                      f"{ALIGNMENT_NOTE}."),
         cost_table(records),
     ]
-    tables += transfer_tables(records)
+    tables += transfer_tables(records) + ([phases_table(records)] if phases else [])
     if diverged:
         excluded = ", ".join(f"{m} {n}" for m, n in sorted(diverged.items()))
         for t in tables:

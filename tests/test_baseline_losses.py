@@ -73,6 +73,21 @@ def test_answer_logprob_sums_the_answer_tokens():
     assert length.tolist() == [2, 3]
 
 
+@pytest.mark.parametrize("temperature", [1.0, 4.0])
+def test_distillation_kl_softens_both_distributions_and_scales_by_t_squared(temperature):
+    """SCRUB's KL (its ``DistillKL``): T² · KL(softmax(w_ref / T) ‖ softmax(w / T)) per answer token."""
+    from r2f_bench.encoding import encode
+    from r2f_bench.losses import answer_kl
+
+    batch = encode(TOK, [SHORT])
+    student = torch.zeros(1, batch["input_ids"].shape[1], len(PROBS))  # uniform
+    teacher = torch.tensor(PROBS).log().expand_as(student)
+    soft = [p ** (1 / temperature) for p in PROBS]
+    soft = [p / sum(soft) for p in soft]
+    by_hand = temperature ** 2 * sum(p * math.log(p * len(PROBS)) for p in soft)
+    assert answer_kl(student, teacher, batch["labels"], temperature).item() == pytest.approx(by_hand, rel=1e-5)  # float32
+
+
 # -- NPO ------------------------------------------------------------------------------
 def test_npo_reference_is_the_untouched_models_log_probability():
     from r2f_bench.baselines.npo import reference_logprobs

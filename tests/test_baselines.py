@@ -8,8 +8,8 @@ import copy
 import pytest
 import torch
 
-BASELINES = ["lora_single", "lora_multi", "grad_ascent", "scrub", "eco", "sku", "deepcut", "fullgrad"]
-WEIGHT_EDITING = ["lora_single", "lora_multi", "grad_ascent", "sku", "deepcut", "fullgrad"]  # scrub: its own test
+BASELINES = ["lora_single", "lora_multi", "lora_finetune", "grad_ascent", "scrub", "eco", "sku", "deepcut", "fullgrad"]
+WEIGHT_EDITING = ["lora_single", "lora_multi", "lora_finetune", "grad_ascent", "sku", "deepcut", "fullgrad"]  # scrub: its own test
 
 
 @pytest.fixture(scope="module")
@@ -111,6 +111,22 @@ def test_lora_baselines_step_only_adapted_matrices(setting):
     before, after = setting["model"].state_dict(), edit.model.state_dict()
     changed = {k for k in before if not torch.equal(before[k], after[k])}
     assert changed and changed <= adapted
+
+
+def test_lora_finetune_merges_its_adapters_into_the_adapted_matrices_only(setting):
+    from r2f_bench.gradients import linear_weights
+    from r2f_bench.lora import target_modules
+
+    _, edit = unlearned(setting, "lora_finetune")
+    before, after = setting["model"].state_dict(), edit.model.state_dict()
+    assert set(after) == set(before), "adapter modules left behind"
+    adapted = {n + ".weight" for n in linear_weights(edit.model, target_modules(edit.model))}
+    changed = {k for k in before if not torch.equal(before[k], after[k])}
+    assert changed and changed <= adapted
+    assert len(edit.info["loss_per_step"]) == edit.info["steps"]
+    # the merged change of each matrix is a product of rank-r factors
+    w = next(iter(sorted(changed)))
+    assert torch.linalg.matrix_rank((after[w] - before[w]).double(), rtol=1e-6) <= edit.info["rank"]
 
 
 def test_eco_edits_no_weight_and_corrupts_only_flagged_prompts(setting):

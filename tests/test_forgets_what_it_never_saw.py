@@ -21,11 +21,11 @@ from r2f_bench.unlearner import Edit, Unlearner
 
 TARGETS = 4
 MARGIN = 10.0  # points of held-out USR the real request must add over the control
-# methods whose shipped defaults (not yet re-tuned on the world's dev split) forget nothing
-# here, measured: SCRUB held-out USR 0.0 on its request and on another's
-SHIPPED_DEFAULT_FORGETS_NOTHING = {"scrub"}
-METHODS = [pytest.param(i.name, marks=pytest.mark.xfail(strict=True, reason="shipped default forgets nothing here"))
-           if i.name in SHIPPED_DEFAULT_FORGETS_NOTHING else i.name for i in registry().listing("method")]
+# methods that fail the criterion at their shipped defaults (tuned on the world's dev
+# split), as measured here: the test records it and fails if it changes
+FAILS_AT_DEFAULTS = {"sku": "11.5 % held-out USR on its own request vs 5.0 % on another's (lr 2e-3, λ 1)"}
+METHODS = [pytest.param(i.name, marks=pytest.mark.xfail(strict=True, reason=FAILS_AT_DEFAULTS[i.name]))
+           if i.name in FAILS_AT_DEFAULTS else i.name for i in registry().listing("method")]
 
 
 def world_run(method: str, out) -> Run:

@@ -49,6 +49,19 @@ def test_resumed_sweep_builds_nothing(tmp_path, monkeypatch):
     assert (again.ran, again.skipped, again.keys) == (0, 1, first.keys)
 
 
+def test_a_record_states_the_wall_seconds_of_each_phase_within_its_wall_time(tmp_path):
+    from r2f_bench.cost import ONCE_PHASES, TARGET_PHASES
+
+    run = Run(RunConfig(method="fullgrad", task="rwku", limit=1, output=str(tmp_path), **TINY), progress=lambda m: None)
+    record = run.run_target(run.targets[0])
+    phases, once = record["phases"], record["phases_once"]
+    assert list(phases) == list(TARGET_PHASES) and list(once) == list(ONCE_PHASES)
+    assert all(isinstance(s, float) and s >= 0 for s in [*phases.values(), *once.values()])
+    assert sum(phases.values()) <= record["wall_seconds"] + 0.01  # the phases never overlap
+    assert phases["unlearn"] >= record["seconds"] and once["setup"] == record["setup_seconds"]
+    assert once["load"] > 0  # the target model was built (taught, or read from the cache)
+
+
 def test_sequential_deletions_start_from_the_previous_result(tmp_path):
     run = Run(RunConfig(method="fullgrad", task="rwku", limit=2, sequential=True, output=str(tmp_path), **TINY),
               progress=lambda m: None)

@@ -187,3 +187,48 @@ def test_a_metric_no_record_defines_shows_na_with_its_reason_in_every_format():
     csv_rows = [line for line in render([tables["rap"]], "csv")["rap.csv"].splitlines() if not line.startswith("#")]
     r2f = next(r for r in csv.DictReader(io.StringIO("\n".join(csv_rows))) if r["row"] == "r2f")
     assert (r2f["rwku.rap_mean"], r2f["rwku.rap_n"], r2f["wmdp.rap_mean"]) == ("n/a", "0", "")
+
+
+PHASES = {"untouched": 1.0, "unlearn": 2.0, "evaluate": 4.0, "rap": 2.0, "extra": 0.5, "alignment": 0.5}
+
+
+def phases_store(tmp_path):
+    """A store of two timed r2f records and one ga record from before phases were recorded."""
+    store = Store(tmp_path / "store")
+    timed = [{**record("r2f", "rwku", s, "t1", 80.0, 90.0, 10.0, 0.9, 2.0), "phases": PHASES,
+              "phases_once": {"load": 30.0, "setup": 5.0}} for s in (0, 1)]
+    for r in timed + [record("ga", "rwku", 0, "t1", 60.0, 80.0, 10.0, 0.6, 1.0)]:
+        store.put(record_key(r), r)
+    return store
+
+
+def table(*argv):
+    parser = argparse.ArgumentParser()
+    add_table_parser(parser.add_subparsers())
+    args = parser.parse_args(["table", *argv])
+    args.func(args)
+
+
+def test_phases_table_shows_where_the_time_goes_and_na_for_untimed_records(tmp_path, capsys):
+    store = phases_store(tmp_path)
+    table("--output", str(store.root), "--phases", "--format", "md")
+    out = capsys.readouterr().out
+    assert "### Where the time goes" in out
+    # the phases' sum, 80% of it outside unlearn, then the run's one-time load and setup
+    assert "| 10.00 [10.00, 10.00] (n=2) | 80.0 (n=2) | 30.00 [30.00, 30.00] (n=2) | 5.00 [5.00, 5.00] (n=2) |" in out
+    assert "| ga |" + " n/a |" * 10 in out
+
+
+def test_phases_json_carries_the_numbers_under_their_own_key(tmp_path, capsys):
+    import json
+
+    store = phases_store(tmp_path)
+    table("--output", str(store.root), "--phases", "--format", "csv", "--json")
+    summary = json.loads(capsys.readouterr().out)
+    assert "phases" not in [t["name"] for t in summary["tables"]]
+    rows = {r["row"]: r["cells"] for r in summary["phases"]["rows"]}
+    assert rows["r2f"]["rwku.phases.evaluate"]["mean"] == 4.0 and rows["r2f"]["rwku.phases.evaluate"]["n"] == 2
+    assert (rows["r2f"]["rwku.phases_sum"]["mean"], rows["r2f"]["rwku.outside_unlearn"]["mean"]) == (10.0, 80.0)
+    assert rows["r2f"]["rwku.phases_once.load"]["mean"] == 30.0
+    assert rows["ga"]["rwku.phases_sum"] == {"mean": None, "lo": None, "hi": None, "n": 0, "targets": None,
+                                             "seeds": None}

@@ -14,7 +14,7 @@ from ..atomic import atomic_path, write_fully
 from ..errors import UserError
 from ..render import FORMATS, render, to_json
 from ..store import Store
-from ..tables import build_tables
+from ..tables import PHASES_TABLE, build_tables
 from .options import add_json_option, json_stdout, print_json
 
 
@@ -40,7 +40,7 @@ def tabulate(args: argparse.Namespace) -> dict[str, Any]:
     if not records:
         raise UserError(f"no results in {store.jobs}; run `r2f-bench sweep --output {args.output}` first, or point --output at a results store.")
     records, aside = newest_per_cell(records, args.all_versions)
-    tables = build_tables(records)
+    tables = build_tables(records, phases=args.phases)
     for t in tables:
         t.note += pooling_note(aside, args.all_versions)
     out_dir = Path(args.out_dir) if args.out_dir else store.root / "tables"
@@ -58,8 +58,11 @@ def tabulate(args: argparse.Namespace) -> dict[str, Any]:
     if args.format in ("md", "all"):
         print()
         print(files["tables.md"])
-    return {"records": len(records), "set_aside": dict(aside), "skipped": skipped,
-            "files": [str(out_dir / name) for name in files], "tables": to_json(tables)}
+    timing = to_json([t for t in tables if t.name == PHASES_TABLE])  # under its own key, not among the tables
+    summary = {"records": len(records), "set_aside": dict(aside), "skipped": skipped,
+               "files": [str(out_dir / name) for name in files],
+               "tables": to_json([t for t in tables if t.name != PHASES_TABLE])}
+    return {**summary, "phases": timing[0] if timing else None} if args.phases else summary
 
 
 def reasons(aside: Counter[str]) -> str:
@@ -90,6 +93,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--all-versions", action="store_true",
                    help="pool records of one (target, seed) from different code versions and data revisions "
                         "(default: only the newest counts); said in every caption")
+    p.add_argument("--phases", action="store_true",
+                   help="also the phases table: the mean wall seconds of each phase of a target's run (untouched "
+                        "scores, unlearn, evaluate, rap, extra, alignment), their sum, the share outside unlearn, and "
+                        "the run's one-time load and setup; in the --json output under \"phases\"")
     add_json_option(p, "every table's cells (mean, interval, n), notes and provenance, and the record counts")
     p.set_defaults(func=table_command)
     return p
