@@ -20,7 +20,8 @@ from .store import canonical_json
 from .tables import direction
 
 METRICS = ("usr", "gur", "rap", "identity_alignment")
-MARKERS = ("o", "s", "^", "D")  # frontier lines: a new marker for every ten methods (colours repeat)
+MARKERS = ("o", "s", "^", "D")  # frontier lines: a new marker and line style for every ten methods (colours repeat)
+LINESTYLES = ("-", "--", "-.", ":")
 ARROWS = {True: " ↑", False: " ↓", None: ""}  # by the metric's direction (r2f_bench.tables.direction)
 
 
@@ -140,7 +141,7 @@ def plot_frontier(frontiers: Sequence[Any], task: str, path: Path) -> None:
 
     fig, ax = plt.subplots(figsize=(7.5, 5.2))
     for k, f in enumerate(frontiers):
-        color, marker = f"C{k % 10}", MARKERS[k // 10 % len(MARKERS)]
+        color, marker, style = f"C{k % 10}", MARKERS[k // 10 % len(MARKERS)], LINESTYLES[k // 10 % len(LINESTYLES)]
         pts = f.points
         gur = [p["gur"].mean for p in pts]
         usr = [p["usr"].mean for p in pts]
@@ -148,7 +149,8 @@ def plot_frontier(frontiers: Sequence[Any], task: str, path: Path) -> None:
         hi = lambda s: s.hi if s.hi is not None else s.mean
         ax.errorbar(gur, usr, xerr=[[g - lo(p["gur"]) for g, p in zip(gur, pts)], [hi(p["gur"]) - g for g, p in zip(gur, pts)]],
                     yerr=[[u - lo(p["usr"]) for u, p in zip(usr, pts)], [hi(p["usr"]) - u for u, p in zip(usr, pts)]],
-                    marker=marker, markersize=4, capsize=2, elinewidth=0.6, color=color, label=f"{f.method} ({f.param})")
+                    marker=marker, linestyle=style, markersize=4, capsize=2, elinewidth=0.6, color=color,
+                    label=f"{f.method} ({f.param})")
         ax.fill_between(gur, [lo(p["usr"]) for p in pts], [hi(p["usr"]) for p in pts], color=color, alpha=0.12)
         t = f.tuned
         if t["usr"] is not None and t["gur"] is not None:

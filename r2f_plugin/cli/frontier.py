@@ -232,7 +232,7 @@ def summary_table(results: list[Frontier], readout: Readout, failed: list[str], 
              f"Failures: {FAILURE_RULE}; counted: "
              + ("; ".join(f"{f.method} {f.failures} of {(len(f.points) - 1) * len(f.units)} points" for f in results
                           if f.failures) or "none") + ".",
-             "Shipped defaults: each method's defaults as shipped (not re-tuned), on the same units."]
+             "Shipped defaults: each method's defaults as shipped (chosen on the dev split, docs/tuning.md), on the same units."]
     if failed:
         notes.append(f"{len(failed)} job(s) failed; their targets count as failures: {'; '.join(failed)}.")
     notes += [f"Open at GUR≥{g:g} (even the strongest setting kept GUR ≥ {g:g}; a stronger one might reach more): "
