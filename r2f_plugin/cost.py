@@ -15,7 +15,7 @@ import torch
 
 # what a result record times (``phases``): one target's run, in the order the runner runs them;
 # and the run's one-time costs (``phases_once``), stated in each of its records
-TARGET_PHASES = ("untouched", "unlearn", "evaluate", "rap", "extra", "alignment")
+TARGET_PHASES = ("untouched", "unlearn", "evaluate", "extra", "alignment", "rap", "restore")
 ONCE_PHASES = ("load", "setup")
 
 

@@ -144,18 +144,26 @@ def retention(before: float, after: float, floor: float = 0.0) -> float | None:
 
 
 @torch.no_grad()
-def identity_alignment(original: torch.nn.Module, edited: torch.nn.Module, tokenizer: Any,
-                       prompts: Sequence[str], batch_size: int = 16) -> float:
-    """Identity alignment: mean cosine similarity of next-token distributions over all prompt positions."""
-    sims: list[torch.Tensor] = []
-    device = next(original.parameters()).device
+def next_token_distributions(model: torch.nn.Module, tokenizer: Any, prompts: Sequence[str],
+                             batch_size: int = 16) -> list[torch.Tensor]:
+    """Per batch of ``prompts``: the model's next-token distribution at every prompt position
+    (rows: the batch's unpadded positions in order; float32)."""
+    out: list[torch.Tensor] = []
+    device = next(model.parameters()).device
     for i in range(0, len(prompts), batch_size):
         enc = tokenizer(list(prompts[i:i + batch_size]), return_tensors="pt", padding=True,
                         truncation=True, max_length=64).to(device)
-        p = F.softmax(original(**enc).logits.float(), dim=-1)
-        q = F.softmax(edited(**enc).logits.float(), dim=-1)
-        cos = F.cosine_similarity(p, q, dim=-1)
-        sims.append(cos[enc["attention_mask"].bool()])
+        out.append(F.softmax(model(**enc).logits.float(), dim=-1)[enc["attention_mask"].bool()])
+    return out
+
+
+def identity_alignment(original: list[torch.Tensor], edited: torch.nn.Module, tokenizer: Any,
+                       prompts: Sequence[str], batch_size: int = 16) -> float:
+    """Identity alignment: mean cosine similarity of the edited model's next-token distributions
+    to the untouched model's (``original``, from :func:`next_token_distributions` on the same
+    prompts) over all prompt positions."""
+    edited_dists = next_token_distributions(edited, tokenizer, prompts, batch_size)
+    sims = [F.cosine_similarity(p, q, dim=-1) for p, q in zip(original, edited_dists)]
     return float(torch.cat(sims).mean())
 
 

@@ -2,22 +2,25 @@
 
 Data flows one way. For every evaluation target the runner builds the deletion
 request once (the same views and retain facts for every method), evaluates the
-untouched model (cached), hands a fresh copy of the model to the method under
-time and memory measurement, then scores the result: the benchmark's official
-scores, USR, GUR, RAP (after a relearning attack on a further copy) and identity alignment.
+untouched model (cached), hands the model to the method under time and memory
+measurement, then scores the result: the benchmark's official scores, USR, GUR,
+identity alignment and RAP (after a relearning attack on the edited model). The
+model is edited in place and put back from a snapshot on disk after each target
+(:mod:`~r2f_bench.snapshot`), so a run holds one copy of the weights in memory.
 """
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import hashlib
 import json
 import os
 import platform
 import random
+import shutil
 import tempfile
 import time
+import weakref
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -26,16 +29,18 @@ import torch
 
 from . import __version__, protocol
 from .atomic import atomic_dir, atomic_write_text, check_writable, set_aside
-from .cost import Cost, measure, timed
+from .cost import TARGET_PHASES, Cost, measure, timed
 from .data import Benchmark, ForgetRequest, Probe, Target, Teaching
 from .distributed import cpu_threads, process_state, single_process_eval
 from .errors import UserError
 from .gradients import linear_modules
 from .lmeval import evaluate_probes
-from .metrics import MIN_UTILITY, identity_alignment, kept, mean, pooled, recovery, retention, usr
+from .metrics import (MIN_UTILITY, identity_alignment, kept, mean, next_token_distributions, pooled, recovery,
+                      retention, usr)
 from .models import (DEFAULT_PROXY, DEFAULT_TARGET, EmbeddedSpec, cache_root, check_model_path, dispatch,
                      dtype_of, embedded_key, embedded_model, hf_model)
 from .plugins import registry
+from .snapshot import Snapshot
 from .store import json_safe
 from .task import ACC, ANSWERED, HELD_OUT, LOCALITY, SCORE, SEEN
 from .teaching import finetune
@@ -262,7 +267,7 @@ class Run:
                 linear_modules(self.model, config.target_modules)
             self.paraphraser = make_paraphraser(config.paraphraser, self.model, self.tokenizer, self.bench.alternatives)
             proxy = self._proxy() if self.method_cls.uses_proxy else None
-        self.current = self.model  # the model the next deletion starts from (sequential mode: the last result)
+        self._keep_weights()
         dev = self.split.dev_targets
         self.ctx = Context(tokenizer=self.tokenizer, dev_targets=dev, retain_pool=self.split.retain_pool(),
                            seed=config.seed, cache_dir=cache_root(), make_views=self._views,
@@ -276,6 +281,36 @@ class Run:
         self._prepared = True
 
     # -- models ---------------------------------------------------------------
+    def _keep_weights(self) -> None:
+        """Snapshot the untouched model to disk (in a hidden folder of the output, removed with
+        the run): each target edits ``self.model`` in place and :meth:`_to` puts it back."""
+        folder = Path(tempfile.mkdtemp(prefix=".weights-", dir=self.out_dir))
+        weakref.finalize(self, shutil.rmtree, folder, ignore_errors=True)
+        self._snapshots = {"untouched": Snapshot(self.model, folder / "untouched.safetensors")}
+        self._state: str | None = "untouched"  # the snapshot self.model equals (None: neither)
+        self._reference: list[torch.Tensor] | None = None  # the untouched model's identity distributions
+
+    def _start(self) -> str:
+        """The state a deletion starts from: the untouched model, or in sequential mode the last result."""
+        return "current" if "current" in self._snapshots else "untouched"
+
+    def _to(self, state: str) -> torch.nn.Module:
+        """``self.model``, put back to the snapshot ``state`` unless it is there already."""
+        if self._state != state:
+            try:
+                self._snapshots[state].restore(self.model)
+            except ValueError as exc:
+                raise UserError(f"method {self.config.method!r} left the model's structure changed ({exc}), so its "
+                                f"untouched weights cannot be put back for the next target; remove what the "
+                                f"deletion attached (e.g. PEFT's unload() or merge_and_unload()).") from None
+            self._state = state
+        return self.model
+
+    def _edited(self) -> torch.nn.Module:
+        """``self.model``, about to be changed in place (a deletion or an attack)."""
+        self._state = None
+        return self.model
+
     @staticmethod
     def _embedded(spec: str, default: EmbeddedSpec) -> EmbeddedSpec | None:
         """The embedded architecture ``spec`` names (``None``: a hub name or path)."""
@@ -409,8 +444,9 @@ class Run:
         cached = self._cached(path, lambda entry: untouched_shape(entry, self._probe_sets(target)))
         if cached is not None:
             return cached
-        result = {"scores": self._evaluate(self.model, target),
-                  "extra": self.task.extra_scores(self.model, self.tokenizer, self.bench, target)}
+        model = self._to("untouched")
+        result = {"scores": self._evaluate(model, target),
+                  "extra": self.task.extra_scores(model, self.tokenizer, self.bench, target)}
         atomic_write_text(path, json.dumps(result))
         return result
 
@@ -438,13 +474,14 @@ class Run:
         return [p for p in paraphrased if p.answer in keep]
 
     def _attacked(self, model: torch.nn.Module, data: list[Probe]) -> torch.nn.Module:
-        """RAP's attack: a copy of ``model`` fine-tuned for ``rap_steps`` steps on ``data``."""
-        attacked = copy.deepcopy(model)
-        for p in attacked.parameters():
+        """RAP's attack: ``model`` fine-tuned in place for ``rap_steps`` steps on ``data``."""
+        if model is self.model:
+            self._edited()
+        for p in model.parameters():
             p.requires_grad_(True)
-        finetune(attacked, self.tokenizer, data, epochs=10**6, lr=self.config.rap_lr, batch_size=16,
+        finetune(model, self.tokenizer, data, epochs=10**6, lr=self.config.rap_lr, batch_size=16,
                  max_steps=self.config.rap_steps, seed=self.config.seed)
-        return attacked
+        return model
 
     def _control(self, target: Target, data: list[Probe]) -> dict[str, list[dict]]:
         """RAP's control: the forget-set scores of the *untouched* model after the same
@@ -456,21 +493,38 @@ class Run:
         cached = self._cached(path, lambda entry: scores_shape(entry, self._probe_sets(target, forget_only=True)))
         if cached is not None:
             return cached
-        scores = self._evaluate(self._attacked(self.model, data), target, forget_only=True)
+        scores = self._evaluate(self._attacked(self._to("untouched"), data), target, forget_only=True)
         atomic_write_text(path, json.dumps(scores))
         return scores
 
     def run_target(self, target: Target) -> dict[str, Any]:
-        """Unlearn one target and return its result record, with the wall seconds of each phase."""
+        """Unlearn one target and return its result record, with the wall seconds of each phase.
+
+        The untouched model's scores and RAP's control (both cached) come first, then the
+        deletion, the edited model's scores, and RAP's attack on the edited model last; then
+        the model is put back where the next deletion starts (phase ``restore``)."""
         self.prepare()
         t0, spent = time.time(), {}
         request = self.request(target)
+        try:
+            return self._run_target(target, request, t0, spent)
+        finally:  # a no-op unless the target failed before its record
+            self._to(self._start())
+
+    def _run_target(self, target: Target, request: ForgetRequest, t0: float, spent: dict[str, float]) -> dict:
         with timed(spent, "untouched"):
             before = self._untouched(target)
+            if self._reference is None:
+                self._reference = next_token_distributions(self._to("untouched"), self.tokenizer,
+                                                           self.bench.general_prompts)
+        with timed(spent, "rap"):
+            attack = self._attack_data(request)
+            control = self._control(target, attack)
         edit, cost, info = self._unlearn(target, request, spent)
         if info is None:
             self.progress(f"warning: {self.config.method} on {target.id} left non-finite weights; "
                           f"recorded as a diverged deletion (no metrics), excluded from tables")
+            self._restore(spent)
             return self._diverged(target, request, cost, edit.info, time.time() - t0, spent)
         self.progress(f"{self.config.method} on {target.id}: evaluating")
         with timed(spent, "evaluate"):
@@ -478,36 +532,52 @@ class Run:
             if edit.evaluation_info is not None:
                 info.update(edit.evaluation_info(self._probe_sets(target)))
         if self.config.sequential:
-            self.current = edit.model
             info["sequence_step"] = self.targets.index(target) + 1
         if self.config.save_model:
             self._save(edit, target)
-        with timed(spent, "rap"):
-            attack = self._attack_data(request)
-            relearned = self._evaluate(self._attacked(edit.model, attack), target, forget_only=True)
-            control = self._control(target, attack)
         with timed(spent, "extra"):
             extra_after = self.task.extra_scores(edit.model, self.tokenizer, self.bench, target)
         with timed(spent, "alignment"):
-            alignment = identity_alignment(self.model, edit.model, self.tokenizer, self.bench.general_prompts)
+            alignment = identity_alignment(self._reference, edit.model, self.tokenizer, self.bench.general_prompts)
+        if self.config.sequential:  # the next deletion starts from this one's result, not from its attack
+            with timed(spent, "restore"):
+                self._keep_result(edit)
+        with timed(spent, "rap"):
+            relearned = self._evaluate(self._attacked(edit.model, attack), target, forget_only=True)
+        self._restore(spent)
         return self._record(target, request, before, after, relearned, control, extra_after, cost, info, alignment,
                             time.time() - t0, spent)
 
+    def _restore(self, spent: dict[str, float]) -> None:
+        """Put the model back where the next deletion starts (phase ``restore``)."""
+        with timed(spent, "restore"):
+            self._to(self._start())
+
+    def _keep_result(self, edit: Edit) -> None:
+        """Sequential mode: snapshot the deletion's result as the state the next one starts from."""
+        if edit.model is not self.model:
+            raise UserError(f"--sequential needs a method that edits the model it is given in place; method "
+                            f"{self.config.method!r} returned another model object. Drop --sequential.")
+        folder = self._snapshots["untouched"].path.parent
+        self._snapshots["current"] = Snapshot(self.model, folder / "current.safetensors")
+        self._state = "current"
+
     def _unlearn(self, target: Target, request: ForgetRequest,
                  spent: dict[str, float]) -> tuple[Edit, Cost, dict | None]:
-        """The method's deletion on a copy of the model the run is at, measured (``seconds``,
-        ``peak_mem_mb``), and its info with the method's diagnostics (``None``: it left
-        non-finite weights, a diverged deletion); its wall seconds go to ``spent["unlearn"]``."""
-        torch.manual_seed(self.config.seed)
-        start = self.current
-        model = copy.deepcopy(start)
-        self.progress(f"{self.config.method} on {target.id}: unlearning")
+        """The method's deletion, in place on the model the run is at, measured (``seconds``,
+        ``peak_mem_mb``), and its info with the method's diagnostics, taken on the model before
+        the deletion (``None``: it left non-finite weights, a diverged deletion); its wall
+        seconds, diagnostics included, go to ``spent["unlearn"]``."""
         with timed(spent, "unlearn"):
+            diagnostics = self.method.diagnostics(self._to(self._start()), request, self.ctx)
+            torch.manual_seed(self.config.seed)
+            model = self._edited()
+            self.progress(f"{self.config.method} on {target.id}: unlearning")
             with measure(self.device) as cost:
                 edit = self.checked(self.method.unlearn(model, request, self.ctx))
             if not all(torch.isfinite(p).all() for p in edit.model.parameters()):
                 return edit, cost, None
-            return edit, cost, {**edit.info, **self.method.diagnostics(start, request, self.ctx)}
+            return edit, cost, {**edit.info, **diagnostics}
 
     def checked(self, edit: Any) -> Edit:
         """What ``unlearn()`` returned, checked as it returns (not after the evaluation): an
@@ -542,7 +612,7 @@ class Run:
                 "knowledge": self.knowledge_record(),
                 "config": self.config.to_dict(), "params": asdict(self.params),
                 "versions": self.versions(), "data_revision": self.bench.revision,
-                "setup_seconds": self.setup_seconds, "wall_seconds": wall, "phases": dict(spent),
+                "setup_seconds": self.setup_seconds, "wall_seconds": wall, "phases": {p: spent[p] for p in TARGET_PHASES if p in spent},
                 "phases_once": dict(self.phases_once), "host": platform.node(),
                 "threads": torch.get_num_threads() if self.device.type == "cpu" else None}
 

@@ -57,11 +57,12 @@ PHASE_COLUMNS = ([(f"phases.{p}", f"{p} (s)", 2) for p in TARGET_PHASES]
                  + [(f"phases_once.{p}", f"{p} (s, once)", 2) for p in ONCE_PHASES])
 PHASES_NOTE = ("Mean wall seconds of each phase of one target's run: untouched (the untouched model's scores, "
                "cached: a cache hit after the first run), unlearn (the deletion and the method's diagnostics), "
-               "evaluate (the unlearned model's scores), rap (the relearning attack, its evaluation and its "
-               "control), extra (the task's extra scores), alignment (identity alignment); sum: the phases' total; "
+               "evaluate (the unlearned model's scores), extra (the task's extra scores), alignment (identity "
+               "alignment), rap (the relearning attack, its evaluation and its control), restore (the weights put "
+               "back from their snapshot on disk for the next target); sum: the phases' total; "
                "outside unlearn: the share of the mean sum not spent in unlearn. load (the models built; taught on "
                "a cold cache) and setup (the method's, e.g. fitting a decoder) are the run's one-time costs, stated "
-               "in each of its records and not in the sum. n/a here: the records predate phase timing.")
+               "in each of its records and not in the sum. n/a here: the records predate phase timing (or the restore phase).")
 
 
 def direction(metric: str) -> bool | None:

@@ -10,8 +10,12 @@ A method is a subclass of :class:`Unlearner` registered through the
 * inference-time methods (ECO): they leave every weight as it is and return a
   model whose forward pass is wrapped (hooks), evaluated by the same code path.
 
-The runner hands each deletion a fresh copy of the untouched model, so a method
-may edit in place freely.
+The runner hands each deletion the run's one model at the weights it starts from
+(the untouched ones, or the last result with ``--sequential``). A method may edit
+it in place freely: afterwards the runner puts back its weights, the hooks it added,
+its ``requires_grad`` flags and its mode from a snapshot on disk
+(:mod:`~r2f_bench.snapshot`), so no second copy of the model is held. It must leave
+the module tree as it found it (detach adapters: PEFT's ``unload()``).
 """
 
 from __future__ import annotations
@@ -144,8 +148,8 @@ class Unlearner(ABC):
         """
 
     def diagnostics(self, original: torch.nn.Module, request: ForgetRequest, ctx: Context) -> dict[str, Any]:
-        """Evaluation-only measurements taken after the timed deletion, given the
-        untouched model (R2F: decoded-vs-exact gradient cosine). Default: none."""
+        """Evaluation-only measurements, untimed, taken just before the deletion on the model it
+        starts from (R2F: decoded-vs-exact gradient cosine). Default: none."""
         return {}
 
     @abstractmethod

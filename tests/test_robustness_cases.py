@@ -117,6 +117,7 @@ def light_run(tmp_path, monkeypatch):
     run = Run(RunConfig(method="fullgrad", task="rwku", data_dir=str(SAMPLE_DIR), limit=1, output=str(tmp_path / "out")),
               progress=said.append)
     run.model, run.tokenizer, run.model_label, run.model_info, run.said, run.evaluations = None, None, "stand-in", {}, said, []
+    run._state = "untouched"  # the stand-in model is never edited, so never put back
 
     def evaluate(model, target, forget_only=False):
         run.evaluations.append(forget_only)
@@ -284,10 +285,15 @@ def test_what_unlearn_returns_is_checked_as_it_returns(returned, message, light_
     from r2f_bench.errors import UserError
 
     run = light_run
-    run.current, run.device, run.ctx = torch.nn.Linear(1, 1), torch.device("cpu"), None
-    run.method = SimpleNamespace(unlearn=lambda model, request, ctx: returned(model))
+    run.model, run.device, run.ctx = torch.nn.Linear(1, 1), torch.device("cpu"), None
+    run._keep_weights()
+    run._reference = []  # identity alignment's reference, which needs a tokenizer
+    run.method = SimpleNamespace(unlearn=lambda model, request, ctx: returned(model),
+                                 diagnostics=lambda model, request, ctx: {})
     monkeypatch.setattr(run, "prepare", lambda: None)
     monkeypatch.setattr(run, "request", lambda target: None)
+    monkeypatch.setattr(run, "_attack_data", lambda request: [])
+    monkeypatch.setattr(run, "_control", lambda target, data: {})
     with pytest.raises(UserError) as exc:
         run.run_target(run.targets[0])
     assert str(exc.value) == message and run.evaluations == [False]  # nothing evaluated after the edit

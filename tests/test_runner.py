@@ -3,6 +3,7 @@ saved checkpoints that lm_eval reads, and the dev-split hyper-parameter search."
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import subprocess
@@ -65,12 +66,66 @@ def test_a_record_states_the_wall_seconds_of_each_phase_within_its_wall_time(tmp
 def test_sequential_deletions_start_from_the_previous_result(tmp_path):
     run = Run(RunConfig(method="fullgrad", task="rwku", limit=2, sequential=True, output=str(tmp_path), **TINY),
               progress=lambda m: None)
+    run.prepare()
+    untouched = weights(run.model)
     first = run.run_target(run.targets[0])
-    after_first = {k: v.clone() for k, v in run.current.state_dict().items()}
-    assert any(not torch.equal(after_first[k], v) for k, v in run.model.state_dict().items())
+    after_first = weights(run.model)  # the first result, not its RAP attack
+    assert not same(after_first, untouched)
     second = run.run_target(run.targets[1])
     assert (first["info"]["sequence_step"], second["info"]["sequence_step"]) == (1, 2)
-    assert any(not torch.equal(after_first[k], v) for k, v in run.current.state_dict().items())
+    assert not same(weights(run.model), after_first)
+    # the second target's untouched scores (computed mid-sequence) are the untouched model's
+    reference = copy.deepcopy(run.model)
+    reference.load_state_dict(untouched)
+    cached = json.loads(run.untouched_path(run.targets[1]).read_text())
+    assert cached["scores"] == run._evaluate(reference, run.targets[1])
+
+
+def weights(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    return {k: v.clone() for k, v in model.state_dict().items()}
+
+
+def same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+@pytest.mark.parametrize("method", ["fullgrad", "eco"])
+def test_each_target_edits_the_one_model_which_is_then_put_back_bit_exactly(tmp_path, method):
+    """No second copy: the method gets the run's own model; after the target (RAP's attack
+    included) its weights, hooks and flags are the untouched ones, so the next target's
+    record is the one a fresh run gives."""
+    config = RunConfig(method=method, task="rwku", limit=2, output=str(tmp_path / "a"), **TINY)
+    run = Run(config, progress=lambda m: None)
+    run.prepare()
+    untouched, hooks = weights(run.model), {n: len(m._forward_hooks) for n, m in run.model.named_modules()}
+    given = []
+    unlearn = run.method.unlearn
+    run.method.unlearn = lambda model, request, ctx: given.append(model) or unlearn(model, request, ctx)
+    records = [run.run_target(t) for t in run.targets]
+    assert given == [run.model, run.model]
+    assert same(weights(run.model), untouched)
+    assert {n: len(m._forward_hooks) for n, m in run.model.named_modules()} == hooks
+    fresh = Run(RunConfig(**{**config.to_dict(), "output": str(tmp_path / "b")}), progress=lambda m: None)
+    alone = fresh.run_target(fresh.targets[1])
+    for key in ("usr", "usr_seen", "gur", "locality", "rap", "rap_control", "identity_alignment", "set_scores"):
+        assert records[1][key] == alone[key], key
+    assert records[1]["phases"]["restore"] >= 0
+
+
+def test_a_method_that_leaves_its_adapter_attached_gets_one_line(tmp_path):
+    from r2f_bench.errors import UserError
+    from r2f_bench.unlearner import Edit
+
+    run = Run(RunConfig(method="fullgrad", task="rwku", limit=1, output=str(tmp_path), **TINY), progress=lambda m: None)
+    run.prepare()
+
+    def attach(model, request, ctx):
+        model.model.layers[0].adapter = torch.nn.Linear(2, 2)
+        return Edit(model)
+
+    run.method.unlearn = attach
+    with pytest.raises(UserError, match="left the model's structure changed .* unload"):
+        run.run_target(run.targets[0])
 
 
 def test_saved_checkpoint_is_evaluated_by_the_lm_eval_command(tmp_path, capsys):

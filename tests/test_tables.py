@@ -189,7 +189,8 @@ def test_a_metric_no_record_defines_shows_na_with_its_reason_in_every_format():
     assert (r2f["rwku.rap_mean"], r2f["rwku.rap_n"], r2f["wmdp.rap_mean"]) == ("n/a", "0", "")
 
 
-PHASES = {"untouched": 1.0, "unlearn": 2.0, "evaluate": 4.0, "rap": 2.0, "extra": 0.5, "alignment": 0.5}
+PHASES = {"untouched": 1.0, "unlearn": 2.0, "evaluate": 4.0, "extra": 0.25, "alignment": 0.5, "rap": 2.0,
+          "restore": 0.25}
 
 
 def phases_store(tmp_path):
@@ -216,7 +217,7 @@ def test_phases_table_shows_where_the_time_goes_and_na_for_untimed_records(tmp_p
     assert "### Where the time goes" in out
     # the phases' sum, 80% of it outside unlearn, then the run's one-time load and setup
     assert "| 10.00 [10.00, 10.00] (n=2) | 80.0 (n=2) | 30.00 [30.00, 30.00] (n=2) | 5.00 [5.00, 5.00] (n=2) |" in out
-    assert "| ga |" + " n/a |" * 10 in out
+    assert "| ga |" + " n/a |" * 11 in out
 
 
 def test_phases_json_carries_the_numbers_under_their_own_key(tmp_path, capsys):

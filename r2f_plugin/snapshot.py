@@ -1,0 +1,120 @@
+"""A model's state on disk, to put it back bit-exactly without a second copy in memory.
+
+The runner edits one model in place, target after target: before the first deletion
+it writes the weights to a safetensors file, tensor by tensor (never more than one
+tensor's bytes in memory at once), and after each target it copies them back from
+the memory-mapped file. Besides the weights a snapshot puts back what a method may
+change around them: forward hooks it registered (ECO's input corruption), parameters'
+``requires_grad`` flags and the train/eval mode. A method that leaves the module tree
+changed (an adapter still attached) cannot be undone this way and fails loudly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+from pathlib import Path
+
+import torch
+from safetensors import safe_open
+
+from .errors import UserError
+
+# safetensors' dtype names
+_DTYPES = {torch.float64: "F64", torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16",
+           torch.int64: "I64", torch.int32: "I32", torch.int16: "I16", torch.int8: "I8", torch.uint8: "U8",
+           torch.bool: "BOOL"}
+_HOOKS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
+# tables keyed by the same hook ids, which a hook's removal clears too
+_HOOK_EXTRAS = ("_forward_hooks_with_kwargs", "_forward_hooks_always_called", "_forward_pre_hooks_with_kwargs")
+
+
+def _storage_key(t: torch.Tensor) -> tuple:
+    """What makes two state-dict entries one tensor (tied weights)."""
+    return (t.device, t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), t.stride())
+
+
+def _distinct(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The model's state-dict tensors, one name per tensor (a tied weight under its first name)."""
+    seen: set[tuple] = set()
+    out = {}
+    for name, t in model.state_dict().items():
+        key = _storage_key(t)
+        if key not in seen:
+            seen.add(key)
+            out[name] = t
+    return out
+
+
+def write_safetensors(tensors: dict[str, torch.Tensor], path: Path) -> None:
+    """Write ``tensors`` as one safetensors file, streaming (one tensor in host memory at a
+    time) and atomically (a partial file never takes ``path``'s name)."""
+    header, offset = {}, 0
+    for name, t in tensors.items():
+        if t.dtype not in _DTYPES:
+            raise UserError(f"cannot snapshot tensor {name!r} of dtype {t.dtype}; supported: "
+                            f"{', '.join(map(str, _DTYPES))}.")
+        size = t.numel() * t.element_size()
+        header[name] = {"dtype": _DTYPES[t.dtype], "shape": list(t.shape), "data_offsets": [offset, offset + size]}
+        offset += size
+    raw = json.dumps(header, separators=(",", ":")).encode()
+    raw += b" " * (-len(raw) % 8)  # the data starts 8-byte aligned
+    partial = path.with_name(path.name + ".partial")
+    with open(partial, "wb") as f:
+        f.write(struct.pack("<Q", len(raw)) + raw)
+        for t in tensors.values():
+            host = t.detach().to("cpu").contiguous().reshape(-1)
+            if host.numel():
+                f.write(memoryview(host.view(torch.uint8).numpy()))
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(partial, path)
+
+
+class Snapshot:
+    """The weights, hooks, ``requires_grad`` flags and mode of ``model`` as they are now,
+    kept in ``path`` (a safetensors file) until :meth:`restore` puts them back."""
+
+    def __init__(self, model: torch.nn.Module, path: Path) -> None:
+        self.path = Path(path)
+        tensors = _distinct(model)
+        self.names = list(tensors)
+        self.state_names = set(model.state_dict())
+        self.modules = [name for name, _ in model.named_modules()]
+        self.hooks = {name: {h: set(getattr(m, h)) for h in _HOOKS} for name, m in model.named_modules()}
+        self.requires_grad = {name: p.requires_grad for name, p in model.named_parameters()}
+        self.training = {name: m.training for name, m in model.named_modules()}
+        write_safetensors(tensors, self.path)
+
+    def changes(self, model: torch.nn.Module) -> str | None:
+        """How ``model``'s structure differs from the snapshot's (``None``: it does not)."""
+        modules = [name for name, _ in model.named_modules()]
+        if modules != self.modules:
+            added = sorted(set(modules) - set(self.modules))[:3]
+            gone = sorted(set(self.modules) - set(modules))[:3]
+            return f"its modules changed (added {added or 'none'}, removed {gone or 'none'})"
+        if set(model.state_dict()) != self.state_names:
+            return "its state-dict entries changed"
+        return None
+
+    @torch.no_grad()
+    def restore(self, model: torch.nn.Module) -> None:
+        """Put the snapshot's state back into ``model``, in place and bit-exactly."""
+        why = self.changes(model)
+        if why is not None:
+            raise ValueError(why)
+        state = model.state_dict()
+        with safe_open(str(self.path), framework="pt", device="cpu") as f:
+            for name in self.names:
+                state[name].copy_(f.get_tensor(name))
+        for name, m in model.named_modules():
+            for h, kept in self.hooks[name].items():
+                table = getattr(m, h)
+                for handle in [k for k in table if k not in kept]:
+                    del table[handle]
+                    for extra in _HOOK_EXTRAS:
+                        getattr(m, extra, {}).pop(handle, None)
+            m.training = self.training[name]
+        for name, p in model.named_parameters():
+            p.requires_grad_(self.requires_grad[name])

@@ -1,0 +1,41 @@
+"""benchmarks/cost.py's fit check: a method's requirement above the weights is extrapolated
+linearly in depth from 1 and 2 blocks, and a method that cannot fit is never run."""
+
+from __future__ import annotations
+
+import sys
+from argparse import Namespace
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+cost = pytest.importorskip("cost")
+
+
+@pytest.fixture
+def children(monkeypatch):
+    """cost.child replaced by a stand-in: peak 100 MB at 1 block, 150 MB at 2, 900 MB in full."""
+    calls: list[int | None] = []
+
+    def child(args, size, method, layers):
+        calls.append(layers)
+        peak = {1: 100.0, 2: 150.0, None: 900.0}[layers]
+        return {"seconds": 1.0, "peak_extra_mb": peak, "phase_seconds": {}}
+
+    monkeypatch.setattr(cost, "child", child)
+    return calls
+
+
+def test_a_method_that_fits_runs_in_full_beside_its_extrapolated_requirement(children):
+    row = cost.measure_isolated(Namespace(memory_gib=4.0), "mistral-7b", "r2f", full_depth=32, weights_mb=1000.0)
+    assert children == [1, 2, None]
+    assert row["required_mb"] == pytest.approx(100 + 50 * 31) and row["fits"]
+    assert row["peak_extra_mb"] == 900.0
+
+
+def test_a_method_that_cannot_fit_is_reported_with_its_requirement_and_not_run(children):
+    row = cost.measure_isolated(Namespace(memory_gib=2.0), "mistral-7b", "fullgrad", full_depth=32, weights_mb=1000.0)
+    assert children == [1, 2]  # never run at full size
+    assert (row["fits"], row["peak_extra_mb"], row["seconds"]) == (False, None, None)
+    assert row["required_mb"] == pytest.approx(1650.0)

@@ -1,0 +1,63 @@
+"""The weights' snapshot on disk: bit-exact restore of tied, bfloat16 and float32 weights,
+hooks and flags put back, a changed module tree refused, a valid safetensors file."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from r2f_bench.models import EmbeddedSpec, build_model, build_tokenizer
+from r2f_bench.snapshot import Snapshot
+
+
+def tiny_model(family: str, dtype: torch.dtype) -> torch.nn.Module:
+    tok = build_tokenizer(["alpha beta gamma delta"])
+    torch.manual_seed(0)
+    return build_model(EmbeddedSpec.parse(f"embedded:{family}-h32-l2"), tok).to(dtype).eval()
+
+
+def state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    return {k: v.clone() for k, v in model.state_dict().items()}
+
+
+@pytest.mark.parametrize("family,dtype", [("gpt2", torch.float32), ("mistral", torch.bfloat16)])
+def test_restore_is_bit_exact_after_every_weight_moved(tmp_path, family, dtype):
+    model = tiny_model(family, dtype)
+    before = state(model)
+    snap = Snapshot(model, tmp_path / "w.safetensors")
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p))
+    assert any(not torch.equal(before[k], v) for k, v in model.state_dict().items())
+    snap.restore(model)
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+    # the file is ordinary safetensors, one entry per distinct tensor (a tied weight once)
+    saved = load_file(str(tmp_path / "w.safetensors"))
+    assert set(saved) <= set(before) and all(torch.equal(saved[k], before[k]) for k in saved)
+    tied = model.get_output_embeddings().weight is model.get_input_embeddings().weight
+    assert len(saved) == len(before) - tied
+
+
+def test_restore_removes_hooks_and_puts_back_flags_and_mode(tmp_path):
+    model = tiny_model("mistral", torch.float32)
+    embed = model.get_input_embeddings()
+    kept = embed.register_forward_hook(lambda m, i, o: None)  # present at the snapshot: stays
+    snap = Snapshot(model, tmp_path / "w.safetensors")
+    embed.register_forward_hook(lambda m, i, o: o * 0)
+    embed.register_forward_pre_hook(lambda m, a, k: None, with_kwargs=True)
+    for p in model.parameters():
+        p.requires_grad_(False)
+    model.train()
+    snap.restore(model)
+    assert list(embed._forward_hooks) == [kept.id] and not embed._forward_pre_hooks
+    assert not embed._forward_pre_hooks_with_kwargs
+    assert all(p.requires_grad for p in model.parameters()) and not model.training
+
+
+def test_a_changed_module_tree_is_refused_not_half_restored(tmp_path):
+    model = tiny_model("mistral", torch.float32)
+    snap = Snapshot(model, tmp_path / "w.safetensors")
+    model.model.layers[0].extra = torch.nn.Linear(2, 2)
+    with pytest.raises(ValueError, match="modules changed"):
+        snap.restore(model)
