@@ -15,6 +15,7 @@ from ..atomic import atomic_path, write_fully
 from ..errors import UserError
 from ..frontier import (AREA_FROM, FAILURE_RULE, GUR_LEVELS, KEYS, MEASURED, OPEN, TOLERANCE, Frontier, Score, Unit,
                         excludes_zero, frontier, next_strength, paired, tiers)
+from ..launch import add_launcher_options, launcher
 from ..plots import plot_frontier
 from ..plugins import registry
 from ..render import FORMATS, render, stat_json
@@ -95,16 +96,20 @@ def baseline_of(args: argparse.Namespace, curves: list[Curve]) -> str:
 
 
 class Runs:
-    """Executes jobs into the store, remembering every job's keys and every failed job."""
+    """Executes jobs into the store (here, or through ``launch``: a job array per round),
+    remembering every job's keys and every failed job."""
 
-    def __init__(self, args: argparse.Namespace) -> None:
-        self.args, self.runner = args, load_runner(args.runner)
+    def __init__(self, args: argparse.Namespace, launch: Any = None) -> None:
+        self.args, self.runner, self.launch = args, load_runner(args.runner), launch
         self.keys: dict[str, list[str]] = {}
         self.failed: list[str] = []
 
     def __call__(self, jobs: list[Job]) -> SweepReport:
-        report = execute(jobs, self.args.output, runner=self.runner, keep_going=self.args.keep_going,
-                         progress=say(self.args))
+        report = self.launch(jobs) if self.launch is not None else \
+            execute(jobs, self.args.output, runner=self.runner, keep_going=self.args.keep_going, progress=say(self.args))
+        if report.failed and not self.args.keep_going:  # (only an array gets here: its tasks run independently)
+            raise UserError(f"{len(report.failed)} job(s) failed ({'; '.join(report.failed)}); fix and re-run the "
+                            f"same command to resume, or pass --keep-going to count their targets as failures.")
         self.keys.update(report.job_keys)
         self.failed += report.failed
         return report
@@ -168,10 +173,11 @@ def frontier_command(args: argparse.Namespace) -> None:
 
 def run_frontier(args: argparse.Namespace) -> dict[str, Any] | None:
     """Run, refine and tabulate the frontier; its JSON (``None``: this process ran only its share)."""
+    launch = launcher(args, say(args))  # a missing submitit or a bad combination fails first
     entries = split_list(args.methods)
     curves = plan(args, expand(entries, "method") if entries == ["all"] else entries)
     baseline = baseline_of(args, curves)
-    runs = Runs(args)
+    runs = Runs(args, launch)
     report = runs([j for c in curves for s in c.strengths for j in c.jobs(s)] + [j for c in curves for j in c.shipped()])
     if report.assigned < report.planned:
         print(f"this process ran its share ({report.assigned} of {report.planned} jobs); run the same command "
@@ -340,5 +346,6 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--keep-going", action="store_true",
                    help="run the remaining jobs when one fails (its targets count as failures)")
     add_json_option(p, "every method's points, summaries, paired differences and tiers")
+    add_launcher_options(p, no_wait=False)  # each round's jobs as one array; the rounds read the store in between
     p.add_argument("--runner", default=DEFAULT_RUNNER, help=argparse.SUPPRESS)
     p.set_defaults(func=frontier_command, output="r2f-frontier")

@@ -1,6 +1,7 @@
 """``r2f-bench sweep``: plan and run many jobs into the durable store (see :mod:`r2f_bench.sweep`).
 
-Under ``accelerate launch -m r2f_bench sweep ...`` each process takes its share of the jobs.
+Under ``accelerate launch -m r2f_bench sweep ...`` each process takes its share of the jobs;
+with ``--launcher submitit`` they run as a SLURM job array (see :mod:`r2f_bench.launch`).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from typing import Any
 
 from ..distributed import process_state, release_process_group
 from ..errors import UserError
+from ..launch import add_launcher_options, launcher
 from ..models import DEVICE_MAPS, DTYPES
 from ..store import Store
 from ..sweep import (ABLATION_METHOD, ABLATIONS, DEFAULT_OUTPUT, DEFAULT_RUNNER, execute, expand, load_runner,
@@ -46,6 +48,7 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--keep-going", action="store_true", help="run the remaining jobs when one fails")
     p.add_argument("--dry-run", action="store_true", help="print the plan and this process's share; run nothing")
     add_quiet_option(p)
+    add_launcher_options(p)
     p.add_argument("--runner", default=DEFAULT_RUNNER,
                    help="module implementing the runner API (RunConfig, Run), which then also checks method "
                         "and task names; for tests and custom pipelines (default %(default)s)")
@@ -54,6 +57,7 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
 def sweep_command(args: argparse.Namespace) -> None:
     """Handler of ``r2f-bench sweep`` and ``python -m r2f_bench.sweep``."""
 
+    launch = launcher(args, say(args))  # a missing submitit or a bad combination fails first
     if args.methods is None:
         methods = [ABLATION_METHOD] if args.ablation else ["all"]
     else:
@@ -68,6 +72,8 @@ def sweep_command(args: argparse.Namespace) -> None:
                 forget_source=args.forget_source, retain_items=args.retain_items, threads=args.threads,
                 trust_remote_code=args.trust_remote_code or None, dtype=args.dtype, device_map=args.device_map)
     runner = None if args.dry_run else load_runner(args.runner)
+    if launch is not None:
+        return submit_sweep(args, launch, jobs)
 
     state = process_state()
     process = (state.process_index, state.num_processes)
@@ -86,6 +92,25 @@ def sweep_command(args: argparse.Namespace) -> None:
            f"{report.skipped} already done; results in {Store(args.output).jobs}")
     if report.failed:
         raise UserError(f"{len(report.failed)} job(s) failed ({'; '.join(report.failed)}); fix and re-run the same command to resume.")
+
+
+def submit_sweep(args: argparse.Namespace, launch: Any, jobs: list) -> None:
+    """The sweep as a job array: one task per job (see :mod:`r2f_bench.launch`)."""
+    if args.dry_run:
+        for n, job in enumerate(jobs, 1):
+            print(f"{n:4d}   {job.label}")
+        print(f"{len(jobs)} jobs planned; --launcher submitit runs each as one task of an array")
+        return
+    submitted = launch.submit(jobs)
+    if args.no_wait:
+        print(launch.detached(jobs, submitted, "sweep"))
+        return
+    report = launch.wait(jobs, submitted)
+    print(f"sweep: {report.planned} jobs as {launch.describe(submitted)}; {report.ran} targets run, "
+          f"{report.skipped} already done; results in {Store(args.output).jobs}")
+    if report.failed:
+        raise UserError(f"{len(report.failed)} job(s) failed ({'; '.join(report.failed)}); fix and re-run the same "
+                        f"command to resume.")
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
