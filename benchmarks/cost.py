@@ -166,7 +166,7 @@ def measure_isolated(args: argparse.Namespace, size: str, method: str, full_dept
     budget = args.memory_gib * 1024
     if weights_mb + required > budget:
         return {"seconds": None, "peak_extra_mb": None, "phase_seconds": None, "required_mb": required, "fits": False}
-    row = child(args, size, method, None)
+    row = child(args, size, method, args.layers)  # the size as asked for (``--layers`` included)
     return {**{k: row[k] for k in ("seconds", "peak_extra_mb", "phase_seconds")}, "required_mb": required,
             "fits": True}
 

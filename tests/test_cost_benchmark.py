@@ -15,12 +15,12 @@ cost = pytest.importorskip("cost")
 
 @pytest.fixture
 def children(monkeypatch):
-    """cost.child replaced by a stand-in: peak 100 MB at 1 block, 150 MB at 2, 900 MB in full."""
+    """cost.child replaced by a stand-in: peak 100 MB at 1 block, 150 MB at 2, 900 MB at any other depth."""
     calls: list[int | None] = []
 
     def child(args, size, method, layers):
         calls.append(layers)
-        peak = {1: 100.0, 2: 150.0, None: 900.0}[layers]
+        peak = {1: 100.0, 2: 150.0}.get(layers, 900.0)
         return {"seconds": 1.0, "peak_extra_mb": peak, "phase_seconds": {}}
 
     monkeypatch.setattr(cost, "child", child)
@@ -28,14 +28,21 @@ def children(monkeypatch):
 
 
 def test_a_method_that_fits_runs_in_full_beside_its_extrapolated_requirement(children):
-    row = cost.measure_isolated(Namespace(memory_gib=4.0), "mistral-7b", "r2f", full_depth=32, weights_mb=1000.0)
-    assert children == [1, 2, None]
+    row = cost.measure_isolated(Namespace(memory_gib=4.0, layers=None), "mistral-7b", "r2f", full_depth=32,
+                                weights_mb=1000.0)
+    assert children == [1, 2, None]  # None: the size's own depth
     assert row["required_mb"] == pytest.approx(100 + 50 * 31) and row["fits"]
     assert row["peak_extra_mb"] == 900.0
 
 
 def test_a_method_that_cannot_fit_is_reported_with_its_requirement_and_not_run(children):
-    row = cost.measure_isolated(Namespace(memory_gib=2.0), "mistral-7b", "fullgrad", full_depth=32, weights_mb=1000.0)
+    row = cost.measure_isolated(Namespace(memory_gib=2.0, layers=None), "mistral-7b", "fullgrad", full_depth=32,
+                                weights_mb=1000.0)
     assert children == [1, 2]  # never run at full size
     assert (row["fits"], row["peak_extra_mb"], row["seconds"]) == (False, None, None)
     assert row["required_mb"] == pytest.approx(1650.0)
+
+
+def test_the_full_run_keeps_the_depth_asked_for(children):
+    cost.measure_isolated(Namespace(memory_gib=4.0, layers=4), "mistral-7b", "r2f", full_depth=4, weights_mb=1000.0)
+    assert children == [1, 2, 4]
