@@ -292,7 +292,7 @@ def test_nan_edit_is_a_diverged_record_never_perfect_forgetting(tmp_path):
     finally:
         reg.unregister("explode-plugin")
     assert rec["status"] == "diverged" and all(rec[m] is None for m in ("usr", "gur", "rap", "identity_alignment"))
-    assert list(rec["phases"]) == ["untouched", "unlearn"]  # the phases that ran
+    assert list(rec["phases"]) == ["untouched", "unlearn", "rap", "restore"]  # the phases that ran (rap: its control)
     json.dumps(rec, allow_nan=False)
     assert not list(tmp_path.glob(".work-*"))
     ok = table_record("r2f", "rwku", 0, "t1", 80.0, 95.0, 20.0, 0.9, 1.0)
