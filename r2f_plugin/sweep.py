@@ -14,6 +14,7 @@ The command line is :mod:`r2f_bench.cli.sweep` (``r2f-bench sweep``; under Accel
 
 from __future__ import annotations
 
+import gc
 import importlib
 import itertools
 import sys
@@ -213,6 +214,8 @@ def execute(jobs: Sequence[Job], output: str, *, runner: Any = None,
                     raise
                 report.failed.append(f"{job.label}: {type(exc).__name__}: {exc}")
                 say(f"job failed: {job.label}\n{traceback.format_exc()}")
+            finally:  # a finished run holds reference cycles: free its model and weights' snapshot
+                gc.collect()  # before the next job builds its own
     finally:
         if store.jobs.is_dir():
             store.export()

@@ -217,3 +217,22 @@ def test_gur_is_na_below_the_utility_floor_with_one_warning(tmp_path):
                                                "the 5% floor: GUR, a ratio to it, is n/a in this run's records"]
     assert run.gur(50.0, 45.0) == 90.0 and retention(MIN_UTILITY, 10.0, MIN_UTILITY) == 200.0
     assert retention(0.0, 10.0) is None
+
+
+def test_a_sweep_frees_each_finished_runs_weights_before_the_next_job(tmp_path):
+    """A run's model and weights' snapshot are gone before the next job builds its own (a
+    finished Run holds reference cycles, which only a collection frees)."""
+    import pathlib
+
+    from r2f_bench.sweep import Job, execute
+
+    jobs = [Job(dict(method=m, task="rwku", seed=0, limit=1, output=str(tmp_path), **TINY))
+            for m in ("fullgrad", "grad_ascent")]
+    left: list[list[str]] = []
+
+    def progress(message: str) -> None:
+        if "job 2/2" in message:
+            left.append([p.name for p in pathlib.Path(tmp_path).glob(".weights-*")])
+
+    execute(jobs, str(tmp_path), process=(0, 1), progress=progress)
+    assert left == [[]] and not list(tmp_path.glob(".weights-*"))
