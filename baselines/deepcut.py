@@ -28,7 +28,7 @@ Defaults:
 * ``tau = 0.1``: a standard InfoNCE temperature (SupCon, Khosla et al. 2020).
 * ``batch_size = 8``, ``accumulate = 4``: forget anchors and retain samples per
   micro-batch (the contrast is within a micro-batch), 4 micro-batches per step
-  (:class:`r2f_bench.optimise.BatchParams`).
+  (:class:`r2f_bench.training.optimise.BatchParams`).
 """
 
 from __future__ import annotations
@@ -39,11 +39,11 @@ import torch
 import torch.nn.functional as F
 
 from .. import hookimpl
-from ..encoding import cycle_batches, encode
+from ..training.encoding import cycle_batches, encode
 from ..errors import UserError
-from ..losses import logits_nll
-from ..one_step import all_views
-from ..optimise import BatchParams, adamw, optimise
+from ..training.losses import logits_nll
+from ..training.one_step import all_views
+from ..training.optimise import BatchParams, adamw, optimise
 from ..unlearner import Edit, Strength, Unlearner, at_least, positive
 
 

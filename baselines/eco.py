@@ -8,7 +8,7 @@ runs through the untouched model (bit-identical outputs).
 
 * Classifier (offline stand-in for ECO's trained prompt classifier): the maximum
   cosine similarity, under the offline sentence embedder
-  (:func:`r2f_bench.views.embedder`, all-MiniLM-L6-v2), between the prompt and the
+  (:func:`r2f_bench.engine.views.embedder`, all-MiniLM-L6-v2), between the prompt and the
   prompts of the request (every view: the facts as asked and their paraphrases),
   thresholded. The scope is built from the request alone (its views), never from an
   evaluation prompt. The threshold is chosen once in :meth:`ECO.setup` on the dev
@@ -51,11 +51,11 @@ import torch
 
 from .. import hookimpl
 from ..data import Probe
-from ..encoding import batches, encode
+from ..training.encoding import batches, encode
 from ..errors import UserError
 from ..task import HELD_OUT, LOCALITY, SEEN
 from ..unlearner import Context, Edit, Strength, Unlearner, positive
-from ..views import embedder
+from ..engine.views import embedder
 
 
 @dataclass

@@ -34,10 +34,10 @@ import torch
 from .. import hookimpl
 from ..cost import phase
 from ..errors import UserError
-from ..gradients import check_finite, exact_gradients, linear_weights
-from ..lora import target_modules
-from ..losses import check_loss, unlearning_loss
-from ..one_step import OneStepUnlearner, StepParams, all_views, norm
+from ..training.gradients import check_finite, exact_gradients, linear_weights
+from ..training.lora import target_modules
+from ..training.losses import check_loss, unlearning_loss
+from ..training.one_step import OneStepUnlearner, StepParams, all_views, norm
 from ..unlearner import Edit, Unlearner, tuned
 
 

@@ -3,7 +3,7 @@ Risks in Language Models" (ACL 2023).
 
 The model is fine-tuned to *maximise* the negative log-likelihood of the sequences to
 forget, i.e. gradient descent on the negated answer NLL
-(:func:`r2f_bench.losses.unlearning_loss`, ``ascent``), updating *all* parameters
+(:func:`r2f_bench.training.losses.unlearning_loss`, ``ascent``), updating *all* parameters
 with Adam. Jang et al. unlearn the target sequences with a small learning rate until
 their likelihood has dropped (extraction likelihood / memorisation accuracy below a
 threshold); a per-target stopping rule would be per-target tuning, so we run a fixed
@@ -20,7 +20,7 @@ tiny models and are the same for every target):
 * ``lr = 3.16e-4``: chosen by ``r2f-bench tune`` on the knowledge world's dev split (docs/tuning.md);
   Jang et al. use 5e-5 on GPT-Neo 125M-2.7B. Re-tune for real LLMs.
 * ``batch_size = 8``, ``accumulate = 4``: 32 facts per step (Jang et al. unlearn 32
-  sequences at once), in micro-batches of 8 (:class:`r2f_bench.optimise.BatchParams`).
+  sequences at once), in micro-batches of 8 (:class:`r2f_bench.training.optimise.BatchParams`).
 * AdamW with no weight decay (the paper's Adam), dropout off (model in eval mode).
 """
 
@@ -29,9 +29,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .. import hookimpl
-from ..encoding import cycle_batches
-from ..losses import unlearning_loss
-from ..optimise import BatchParams, adamw, optimise
+from ..training.encoding import cycle_batches
+from ..training.losses import unlearning_loss
+from ..training.optimise import BatchParams, adamw, optimise
 from ..unlearner import Edit, Strength, Unlearner, at_least, positive
 
 

@@ -8,7 +8,7 @@ AdamW:
     L = −NLL(forget) + λ · NLL(retain),
 
 each NLL the mean answer-token NLL per sequence averaged over the micro-batch, as in
-gradient ascent (:func:`r2f_bench.losses.unlearning_loss`, ``ascent``). Forget data =
+gradient ascent (:func:`r2f_bench.training.losses.unlearning_loss`, ``ascent``). Forget data =
 every view of the request (``request.views``), retain data = ``request.retain``; each
 micro-batch pairs ``batch_size`` forget sequences with ``batch_size`` retain ones (both
 shuffled and cycled), ``accumulate`` micro-batches per step.
@@ -22,7 +22,7 @@ Defaults:
 * ``steps = 5`` (gradient ascent's); ``lr = 7.2e-4`` (the strength knob, swept
   1e-4–1e-2), chosen by ``r2f-bench tune`` on the knowledge world's dev split (docs/tuning.md). TOFU runs 5 epochs at 1e-5 on 7B models.
 * ``batch_size = 8``, ``accumulate = 4``: 32 forget (and 32 retain) sequences per step
-  (:class:`r2f_bench.optimise.BatchParams`). AdamW, no weight decay.
+  (:class:`r2f_bench.training.optimise.BatchParams`). AdamW, no weight decay.
 """
 
 from __future__ import annotations
@@ -35,11 +35,11 @@ import torch
 
 from .. import hookimpl
 from ..data import ForgetRequest, Probe
-from ..encoding import cycle_batches, encode
+from ..training.encoding import cycle_batches, encode
 from ..errors import UserError
-from ..losses import answer_nll, unlearning_loss
-from ..one_step import all_views
-from ..optimise import BatchParams, adamw, optimise
+from ..training.losses import answer_nll, unlearning_loss
+from ..training.one_step import all_views
+from ..training.optimise import BatchParams, adamw, optimise
 from ..unlearner import Context, Edit, Strength, Unlearner, at_least, positive
 
 ForgetLoss = Callable[[list[Probe]], torch.Tensor]  # a micro-batch of forget sequences -> its loss
@@ -81,7 +81,7 @@ def train_forget_retain(model: torch.nn.Module, request: ForgetRequest, ctx: Con
 
 
 def ascent(model: torch.nn.Module, tokenizer: Any) -> ForgetLoss:
-    """Gradient ascent's forget term, −NLL (:func:`r2f_bench.losses.unlearning_loss`)."""
+    """Gradient ascent's forget term, −NLL (:func:`r2f_bench.training.losses.unlearning_loss`)."""
     return lambda probes: unlearning_loss(model, tokenizer, probes, "ascent")
 
 

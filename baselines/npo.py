@@ -6,7 +6,7 @@ DPO with only a losing answer: on the forget data,
     L_NPO = −(2/β) · E[log σ(−β · log(πθ(y|x) / πref(y|x)))],
 
 ``log π(y|x)`` the summed log-probability of the answer tokens
-(:func:`r2f_bench.losses.answer_logprob`). Its gradient is gradient ascent's weighted
+(:func:`r2f_bench.training.losses.answer_logprob`). Its gradient is gradient ascent's weighted
 by ``2·σ(β·log(πθ/πref))``, which fades once an answer is less likely than under the
 reference, so the model drifts toward collapse exponentially slower than under gradient
 ascent (the paper's title). As β → 0 it is gradient ascent. ``πref`` is the model
@@ -38,9 +38,9 @@ import torch.nn.functional as F
 
 from .. import hookimpl
 from ..data import Probe
-from ..encoding import encode, token_batches
-from ..losses import BATCH, answer_logprob
-from ..one_step import all_views
+from ..training.encoding import encode, token_batches
+from ..training.losses import BATCH, answer_logprob
+from ..training.one_step import all_views
 from ..unlearner import Edit, Strength, Unlearner, at_least, positive, tuned
 from .graddiff import ForgetLoss, ForgetRetainParams, train_forget_retain
 

@@ -54,11 +54,11 @@ from typing import Iterator
 import torch
 
 from .. import hookimpl
-from ..encoding import batches, cycle_batches, encode
+from ..training.encoding import batches, cycle_batches, encode
 from ..errors import UserError
-from ..lora import role_of
-from ..one_step import all_views
-from ..optimise import BatchParams, adamw, optimise
+from ..training.lora import role_of
+from ..training.one_step import all_views
+from ..training.optimise import BatchParams, adamw, optimise
 from ..unlearner import Edit, Strength, Unlearner, at_least, positive
 
 LAYER_FRACTION = 7 / 32  # the authors' layer 7 of Zephyr-7B's 32

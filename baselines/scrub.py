@@ -12,7 +12,7 @@ unBound):
   the retain answers).
 
 For causal LMs the KL and the cross-entropy are token-level, over the answer tokens
-(:func:`r2f_bench.losses.answer_kl`, :func:`r2f_bench.losses.logits_nll`).
+(:func:`r2f_bench.training.losses.answer_kl`, :func:`r2f_bench.training.losses.logits_nll`).
 Forget data = all of the request's views (``request.views``); retain data = the
 request's retain facts (``request.retain``), the same for every method. An epoch is
 one pass over its data in steps of ``accumulate`` micro-batches of ``batch_size``.
@@ -32,7 +32,7 @@ Defaults:
 * ``lr = 1.34e-3``: chosen by ``r2f-bench tune`` on the knowledge world's dev split
   (docs/tuning.md; the original uses 5e-4 on image classifiers); the same for every target.
 * ``batch_size = 8``, ``accumulate = 4``: steps of 32 sequences in micro-batches of 8
-  (:class:`r2f_bench.optimise.BatchParams`). Optimiser: AdamW, no weight decay, all
+  (:class:`r2f_bench.training.optimise.BatchParams`). Optimiser: AdamW, no weight decay, all
   parameters.
 """
 
@@ -45,10 +45,10 @@ from dataclasses import dataclass, field
 import torch
 
 from .. import hookimpl
-from ..encoding import batches, encode
-from ..losses import answer_kl, batch_logits, logits_nll
-from ..one_step import all_views
-from ..optimise import BatchParams, adamw, optimise
+from ..training.encoding import batches, encode
+from ..training.losses import answer_kl, batch_logits, logits_nll
+from ..training.one_step import all_views
+from ..training.optimise import BatchParams, adamw, optimise
 from ..unlearner import Edit, Strength, Unlearner, at_least, positive
 
 

@@ -7,7 +7,7 @@ length (SimPO's reward) and a margin γ:
     L = −(2/β) · E_forget[log σ(−(β/|y|) · log πθ(y|x) − γ)] + λ · E_retain[NLL],
 
 ``log π(y|x)`` the summed log-probability of the answer tokens and ``|y|`` their number
-(:func:`r2f_bench.losses.answer_logprob`). The paper's argument: NPO's reference term
+(:func:`r2f_bench.training.losses.answer_logprob`). The paper's argument: NPO's reference term
 spreads the unlearning unevenly over forget answers of different lengths and
 difficulty. The gradient is that of the mean answer-token log-probability weighted by
 ``2·σ((β/|y|)·log π + γ)``, which fades once an answer is unlikely. Forget data = every view of the request, retain data = ``request.retain``;
@@ -34,8 +34,8 @@ import torch.nn.functional as F
 
 from .. import hookimpl
 from ..data import Probe
-from ..encoding import encode
-from ..losses import answer_logprob
+from ..training.encoding import encode
+from ..training.losses import answer_logprob
 from ..unlearner import Edit, Strength, Unlearner, at_least, positive, tuned
 from .graddiff import ForgetLoss, ForgetRetainParams, train_forget_retain
 

@@ -39,7 +39,7 @@ Defaults:
   on the knowledge world's dev split at the authors' λ = 1 (docs/tuning.md), the same
   for every target.
 * ``batch_size = 8``, ``accumulate = 4``: forget and retain sequences per micro-batch,
-  4 per step (the authors accumulate to 32; :class:`r2f_bench.optimise.BatchParams`).
+  4 per step (the authors accumulate to 32; :class:`r2f_bench.training.optimise.BatchParams`).
 """
 
 from __future__ import annotations
@@ -50,11 +50,11 @@ from dataclasses import dataclass, field
 import torch
 
 from .. import hookimpl
-from ..encoding import cycle_batches, encode
-from ..lora import lora_adapters, lora_layers
-from ..losses import answer_kl, answer_nll, batch_logits
-from ..one_step import all_views
-from ..optimise import BatchParams, adamw, optimise
+from ..training.encoding import cycle_batches, encode
+from ..training.lora import lora_adapters, lora_layers
+from ..training.losses import answer_kl, answer_nll, batch_logits
+from ..training.one_step import all_views
+from ..training.optimise import BatchParams, adamw, optimise
 from ..unlearner import Edit, Strength, Unlearner, at_least, positive
 
 QV_MODULES = {"gpt2": ("c_attn",)}

@@ -46,14 +46,14 @@ import torch  # noqa: E402
 
 from r2f_bench.cost import measure, phases  # noqa: E402
 from r2f_bench.data import ForgetRequest  # noqa: E402
-from r2f_bench.models import build_tokenizer, teaching_texts  # noqa: E402
+from r2f_bench.engine.models import build_tokenizer, teaching_texts  # noqa: E402
 from r2f_bench.plugins import registry  # noqa: E402
 from r2f_bench.progress import set_quiet  # noqa: E402
 from r2f_bench.tasks.rwku import RWKU  # noqa: E402
 from r2f_bench.errors import UserError  # noqa: E402
-from r2f_bench.snapshot import Snapshot  # noqa: E402
+from r2f_bench.engine.snapshot import Snapshot  # noqa: E402
 from r2f_bench.unlearner import Context, Proxy, Unlearner, method_variant  # noqa: E402
-from r2f_bench.views import Paraphraser, build_views  # noqa: E402
+from r2f_bench.engine.views import Paraphraser, build_views  # noqa: E402
 from shaped_model import DTYPES, build, config_for, depth, parameters  # noqa: E402  (beside this file)
 
 DEFAULT_SIZES = "embedded:mistral-h128-l4,embedded:mistral-h512-l8,embedded:mistral-h768-l14,embedded:mistral-h1536-l15"

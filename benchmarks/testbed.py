@@ -1,4 +1,4 @@
-"""Acceptance checks A1–A4 of the synthetic knowledge world (r2f_bench.testbed), on a
+"""Acceptance checks A1–A4 of the synthetic knowledge world (r2f_bench.results.testbed), on a
 world generated afresh from ``--world-seed`` (any seed must pass, not only the bundled one).
 
     python benchmarks/testbed.py                          # world seed 0, run seeds 0,1, 12 targets
@@ -24,7 +24,7 @@ os.environ.setdefault("TQDM_DISABLE", "1")
 import torch  # noqa: E402
 
 from r2f_bench.tasks.rwku.world import WorldConfig, write  # noqa: E402
-from r2f_bench.testbed import check_world, passes  # noqa: E402
+from r2f_bench.results.testbed import check_world, passes  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

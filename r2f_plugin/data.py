@@ -39,7 +39,7 @@ class Target:
     ``request`` is all a method may see about what to forget (the benchmark's forget
     corpus or facts, as its authors define the request); ``probes`` are the evaluation
     sets, which never share a string with the request except in the benchmark's
-    declared seen sets (:attr:`Benchmark.seen_sets`, see :mod:`r2f_bench.protocol`).
+    declared seen sets (:attr:`Benchmark.seen_sets`, see :mod:`r2f_bench.engine.protocol`).
     """
 
     id: str
@@ -91,7 +91,7 @@ class Benchmark:
 
     def retain_pool(self) -> list[Probe]:
         """Retain data a method may use: the dev targets' requests (no evaluation
-        target is scored on them: :func:`r2f_bench.protocol.hold_out`)."""
+        target is scored on them: :func:`r2f_bench.engine.protocol.hold_out`)."""
         return [p for t in self.dev_targets for p in t.request]
 
     def teaching(self) -> Teaching:

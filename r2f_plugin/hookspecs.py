@@ -69,7 +69,7 @@ def register_tasks(register: Callable[[type], None]) -> None:
     ``utility_set``), ``locality`` (its ``neighbor_sets``), ``seen`` (the loaded
     benchmark's ``seen_sets``: strings of the request itself) or ``held_out`` (all
     others: the headline USR). ``load`` must keep every evaluated string out of what a
-    method sees (:mod:`r2f_bench.protocol` checks it before any model loads).
+    method sees (:mod:`r2f_bench.engine.protocol` checks it before any model loads).
     """
 
 

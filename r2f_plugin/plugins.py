@@ -25,7 +25,7 @@ from .task import check_yamls
 # The built-in plugins, by module (relative to this package): each implements the hooks
 # of :mod:`r2f_bench.hookspecs` exactly as a third-party plugin does.
 DEFAULT_PLUGINS = (
-    "r2f", "baselines.fullgrad", "baselines.lora", "baselines.grad_ascent", "baselines.scrub",
+    "r2f", "baselines.fullgrad", "baselines.lora_methods", "baselines.grad_ascent", "baselines.scrub",
     "baselines.eco", "baselines.sku", "baselines.deepcut",
     "baselines.graddiff", "baselines.npo", "baselines.simnpo", "baselines.rmu",
     "tasks.rwku", "tasks.wmdp", "tasks.muse", "tasks.waterdrum",

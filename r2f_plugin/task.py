@@ -111,7 +111,7 @@ class Task(ABC):
         ``targets`` picks evaluation targets by id or name, else the first ``limit``;
         ``n_dev`` targets disjoint from them form the dev split; ``forget_source`` is
         one of :attr:`forget_sources` (``None``: the default). The result must keep
-        every evaluated string out of what a method sees (:mod:`r2f_bench.protocol`).
+        every evaluated string out of what a method sees (:mod:`r2f_bench.engine.protocol`).
         """
 
     def locate(self, data_dir: str | None) -> Path | HubData | None:

@@ -14,7 +14,7 @@ The runner hands each deletion the run's one model at the weights it starts from
 (the untouched ones, or the last result with ``--sequential``). A method may edit
 it in place freely: afterwards the runner puts back its weights, the hooks it added,
 its ``requires_grad`` flags and its mode from a snapshot on disk
-(:mod:`~r2f_bench.snapshot`), so no second copy of the model is held. It must leave
+(:mod:`~r2f_bench.engine.snapshot`), so no second copy of the model is held. It must leave
 the module tree as it found it (detach adapters: PEFT's ``unload()``).
 """
 
@@ -96,7 +96,7 @@ class Proxy:
 class Context:
     """What the runner gives a method besides the model and the request.
 
-    It holds only what a method may see (:mod:`r2f_bench.protocol`): the dev split
+    It holds only what a method may see (:mod:`r2f_bench.engine.protocol`): the dev split
     (targets disjoint from the evaluation targets, with their requests and probes, for
     fitting and tuning, and the role each of their probe sets plays:
     :data:`r2f_bench.task.ROLES`) and the retain pool; never an evaluation probe, the

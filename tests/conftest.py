@@ -40,7 +40,7 @@ def isolated_cache(tmp_path_factory):
 @pytest.fixture(scope="session")
 def tiny():
     """Sample benchmark, a taught tiny target (h64, 2 layers) and a narrower taught proxy (h32)."""
-    from r2f_bench.models import EmbeddedSpec, embedded_model
+    from r2f_bench.engine.models import EmbeddedSpec, embedded_model
     from r2f_bench.tasks.rwku import RWKU, SAMPLE_DIR
 
     bench = RWKU().load(SAMPLE_DIR, None, 2, n_dev=2, forget_source="probes")
@@ -57,7 +57,7 @@ def tiny():
 def context(tiny, tmp_path):
     from r2f_bench.tasks.rwku import RWKU
     from r2f_bench.unlearner import Context, Proxy
-    from r2f_bench.views import Paraphraser, build_views
+    from r2f_bench.engine.views import Paraphraser, build_views
 
     bench = tiny["bench"]
     return Context(tokenizer=tiny["tok"], dev_targets=bench.dev_targets, retain_pool=bench.retain_pool(), seed=0,

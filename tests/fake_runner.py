@@ -1,4 +1,4 @@
-"""A stand-in for ``r2f_bench.runner`` in sweep tests: same API, synthetic records, no models.
+"""A stand-in for ``r2f_bench.engine.run`` in sweep tests: same API, synthetic records, no models.
 
 Every ``run_target`` call appends ``{"label", "target", "rank", "pid"}`` to the
 JSONL file named by ``R2F_FAKE_LOG`` (if set) and to :data:`CALLS`, so tests can
@@ -19,7 +19,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Callable
 
-from r2f_bench.runner import RunConfig  # the real configuration: the fake differs only in what it computes
+from r2f_bench.engine.run import RunConfig  # the real configuration: the fake differs only in what it computes
 
 __all__ = ["RunConfig", "Run"]
 

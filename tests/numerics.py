@@ -8,7 +8,7 @@ from typing import Any, Sequence
 
 import torch
 
-from r2f_bench.encoding import encode
+from r2f_bench.training.encoding import encode
 
 FLOAT32_EPS = torch.finfo(torch.float32).eps  # 1.19e-7: one rounding of a float32 value
 

@@ -31,7 +31,7 @@ def yaml_sets(yaml_dir: Path) -> dict[str, str]:
 
 def assert_lm_eval_round_trip(task_cls: type) -> None:
     """Every probe set has a YAML named ``<task>_<set>`` whose dataset hook returns rows."""
-    from r2f_bench.lmeval import load_probe_dataset
+    from r2f_bench.engine.lmeval import load_probe_dataset
 
     expected = task_cls.forget_sets + task_cls.neighbor_sets + (task_cls.utility_set,)
     assert yaml_sets(task_cls.yaml_dir()) == {f"{task_cls.name}_{s}": s for s in expected}

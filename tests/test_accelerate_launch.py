@@ -8,8 +8,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from r2f_bench.store import Store
-from r2f_bench.sweep import plan
+from r2f_bench.results.store import Store
+from r2f_bench.results.sweep import plan
 
 ROOT = Path(__file__).resolve().parents[1]
 METHODS, TASKS, SEEDS = ["r2f", "ga", "fullgrad"], ["rwku"], [0, 1]

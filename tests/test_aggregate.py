@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from r2f_bench.aggregate import aggregate, clustered, summarize, target_weights
+from r2f_bench.results.aggregate import aggregate, clustered, summarize, target_weights
 
 
 def test_seeds_of_a_target_do_not_narrow_its_interval():

@@ -65,8 +65,8 @@ def sigmoid(z: float) -> float:
 
 # -- shared ---------------------------------------------------------------------------
 def test_answer_logprob_sums_the_answer_tokens():
-    from r2f_bench.encoding import encode
-    from r2f_bench.losses import answer_logprob
+    from r2f_bench.training.encoding import encode
+    from r2f_bench.training.losses import answer_logprob
 
     logp, length = answer_logprob(Unigram(), encode(TOK, [SHORT, LONG]))
     assert logp.tolist() == pytest.approx([-3 * LN2, -6 * LN2], rel=1e-6)
@@ -76,8 +76,8 @@ def test_answer_logprob_sums_the_answer_tokens():
 @pytest.mark.parametrize("temperature", [1.0, 4.0])
 def test_distillation_kl_softens_both_distributions_and_scales_by_t_squared(temperature):
     """SCRUB's KL (its ``DistillKL``): T² · KL(softmax(w_ref / T) ‖ softmax(w / T)) per answer token."""
-    from r2f_bench.encoding import encode
-    from r2f_bench.losses import answer_kl
+    from r2f_bench.training.encoding import encode
+    from r2f_bench.training.losses import answer_kl
 
     batch = encode(TOK, [SHORT])
     student = torch.zeros(1, batch["input_ids"].shape[1], len(PROBS))  # uniform
@@ -179,8 +179,8 @@ def test_rmu_control_vector_and_layer():
 def test_rmu_trains_only_the_mlp_outputs_up_to_its_layer_and_stops_there(tiny, context):
     from r2f_bench.baselines.rmu import RMU, decoder_layers, layer_output
     from r2f_bench.data import ForgetRequest
-    from r2f_bench.encoding import encode
-    from r2f_bench.models import EmbeddedSpec, build_model
+    from r2f_bench.training.encoding import encode
+    from r2f_bench.engine.models import EmbeddedSpec, build_model
 
     model = build_model(EmbeddedSpec.parse("embedded:mistral-h32-l4"), tiny["tok"]).eval()
     target = tiny["bench"].targets[0]
@@ -205,8 +205,8 @@ NEW = ["graddiff", "npo", "simnpo", "rmu"]
 
 
 def answer_nll(model, tok, probes) -> float:
-    from r2f_bench.encoding import encode
-    from r2f_bench.losses import answer_nll as nll
+    from r2f_bench.training.encoding import encode
+    from r2f_bench.training.losses import answer_nll as nll
 
     with torch.no_grad():
         return float(nll(model, encode(tok, probes)).mean())

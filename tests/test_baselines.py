@@ -16,9 +16,9 @@ WEIGHT_EDITING = ["lora_single", "lora_multi", "lora_finetune", "grad_ascent", "
 def setting(tmp_path_factory):
     """A tiny taught model on RWKU's sample, a Context as the runner builds it, and a request."""
     from r2f_bench.data import ForgetRequest
-    from r2f_bench.models import EmbeddedSpec, embedded_model
+    from r2f_bench.engine.models import EmbeddedSpec, embedded_model
     from r2f_bench.unlearner import Context
-    from r2f_bench.views import Paraphraser, build_views
+    from r2f_bench.engine.views import Paraphraser, build_views
     from r2f_bench.tasks.rwku import RWKU, SAMPLE_DIR
 
     cache = tmp_path_factory.mktemp("baselines-cache")
@@ -55,8 +55,8 @@ def method(name: str):
 
 
 def forget_nll(model, tok, probes) -> float:
-    from r2f_bench.encoding import encode
-    from r2f_bench.losses import answer_nll
+    from r2f_bench.training.encoding import encode
+    from r2f_bench.training.losses import answer_nll
 
     with torch.no_grad():
         return float(answer_nll(model, encode(tok, probes)).mean())
@@ -105,8 +105,8 @@ def test_weight_editing_baselines_forget(setting, name):
 
 
 def test_lora_baselines_step_only_adapted_matrices(setting):
-    from r2f_bench.gradients import linear_weights
-    from r2f_bench.lora import target_modules
+    from r2f_bench.training.gradients import linear_weights
+    from r2f_bench.training.lora import target_modules
 
     _, edit = unlearned(setting, "lora_multi")
     assert edit.info["views_used"] == len(setting["request"].views) > 1
@@ -117,8 +117,8 @@ def test_lora_baselines_step_only_adapted_matrices(setting):
 
 
 def test_lora_finetune_merges_its_adapters_into_the_adapted_matrices_only(setting):
-    from r2f_bench.gradients import linear_weights
-    from r2f_bench.lora import target_modules
+    from r2f_bench.training.gradients import linear_weights
+    from r2f_bench.training.lora import target_modules
 
     _, edit = unlearned(setting, "lora_finetune")
     before, after = setting["model"].state_dict(), edit.model.state_dict()

@@ -77,7 +77,7 @@ def test_listings_json(capsys):
 
 def fake_store(root) -> None:
     """A results store of synthetic records (no model runs)."""
-    from r2f_bench.store import Store, record_key
+    from r2f_bench.results.store import Store, record_key
     from test_tables import synthetic
 
     store = Store(root)

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from r2f_bench.distributed import LAUNCH_VARIABLES, single_process_eval
+from r2f_bench.engine.distributed import LAUNCH_VARIABLES, single_process_eval
 
 WORKER_ENV = {"LOCAL_RANK": "1", "RANK": "1", "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2"}
 
@@ -66,8 +66,8 @@ def test_hflm_in_memory_model_under_worker_environment(worker_env, tmp_path):
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    from r2f_bench.lmeval import evaluate_probes
-    from r2f_bench.models import build_tokenizer
+    from r2f_bench.engine.lmeval import evaluate_probes
+    from r2f_bench.engine.models import build_tokenizer
     from r2f_bench.tasks.rwku import RWKU, SAMPLE_DIR
 
     task = RWKU()

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from r2f_bench.errors import UserError
-from r2f_bench.models import DEFAULT_PROXY, DEFAULT_TARGET, EmbeddedSpec, build_model, build_tokenizer
+from r2f_bench.engine.models import DEFAULT_PROXY, DEFAULT_TARGET, EmbeddedSpec, build_model, build_tokenizer
 
 
 def test_parse_matches_the_defaults():
@@ -41,7 +41,7 @@ def _facts():
 
 def test_teaching_starts_over_at_a_lower_rate(monkeypatch):
     """A rate at which the model cannot learn its facts is followed by the next one."""
-    from r2f_bench import models
+    from r2f_bench.engine import models
 
     monkeypatch.setattr(models, "TEACHING_RATES", (30.0, 3e-3))  # the first diverges
     facts, extra = _facts()
@@ -53,7 +53,7 @@ def test_teaching_starts_over_at_a_lower_rate(monkeypatch):
 
 
 def test_a_model_that_never_learns_is_flagged(monkeypatch):
-    from r2f_bench import models
+    from r2f_bench.engine import models
 
     monkeypatch.setattr(models, "TEACHING_RATES", (30.0,))
     facts, extra = _facts()
@@ -65,7 +65,7 @@ def test_a_model_that_never_learns_is_flagged(monkeypatch):
 
 
 def test_expected_epochs_follow_the_accuracy_trend():
-    from r2f_bench.teaching import expected_epochs
+    from r2f_bench.engine.teaching import expected_epochs
 
     assert expected_epochs(10, 0.50, 0.40, 0.97, 120) == 10 + 5 * 5  # +0.10 a check: 5 more checks
     assert expected_epochs(10, 0.50, None, 0.97, 120) == 120  # no trend yet: the most
@@ -77,7 +77,7 @@ def test_expected_epochs_follow_the_accuracy_trend():
 def test_teaching_says_its_cost_first_and_its_bar_ends_at_the_early_stop(monkeypatch):
     """One line with the facts and a time from the measured rate; the epoch bar's end moves
     from max_epochs to where the accuracy trend reaches the target, so its ETA follows."""
-    from r2f_bench import teaching
+    from r2f_bench.engine import teaching
 
     class Bar:
         def __init__(self, iterable, **kwargs):

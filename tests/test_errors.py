@@ -108,7 +108,7 @@ def test_bad_input_is_one_line_and_exit_2(case, tmp_path, rwku_copy, capsys, mon
 
 
 def test_corrupt_model_weights_under_model_are_one_line(tmp_path, capsys):
-    from r2f_bench.models import EmbeddedSpec, build_model, build_tokenizer
+    from r2f_bench.engine.models import EmbeddedSpec, build_model, build_tokenizer
 
     tok = build_tokenizer(["a small text to train a tokenizer on"] * 4)
     model = build_model(EmbeddedSpec.parse("embedded:mistral-h32-l1"), tok)
@@ -127,7 +127,7 @@ def test_full_disk_export_leaves_the_old_file(tmp_path, monkeypatch):
     """A short write (the disk filled up) leaves results.jsonl exactly as it was, no temporary
     file behind, and says so in one line."""
     from r2f_bench import atomic
-    from r2f_bench.store import Store
+    from r2f_bench.results.store import Store
 
     store = Store(tmp_path)
     store.put("a" * 64, {"target": "1"})
@@ -149,7 +149,8 @@ def test_full_disk_export_leaves_the_old_file(tmp_path, monkeypatch):
 
 
 def test_strict_json_never_writes_nan(tmp_path):
-    from r2f_bench.store import Store, canonical_json, json_safe
+    from r2f_bench.jsontext import canonical_json, json_safe
+    from r2f_bench.results.store import Store
 
     assert json_safe({"identity_alignment": float("nan"), "usr": [1.0, float("inf")]}) == \
         {"identity_alignment": None, "usr": [1.0, None]}
@@ -178,7 +179,7 @@ def test_broken_plugin_hook_is_skipped_with_one_warning():
 
 
 def test_empty_forget_set_skips_that_target_only(rwku_copy, tmp_path):
-    from r2f_bench.runner import Run, RunConfig
+    from r2f_bench.engine.run import Run, RunConfig
 
     _write(first_target(rwku_copy) / "forget_level1.json", [])
     said = []
@@ -191,7 +192,7 @@ def test_empty_forget_set_skips_that_target_only(rwku_copy, tmp_path):
 def test_second_claim_on_a_job_is_refused_and_a_dead_holder_is_taken_over(tmp_path):
     import socket
 
-    from r2f_bench.store import LOCKS_DIR, Store
+    from r2f_bench.results.store import LOCKS_DIR, Store
 
     store, key = Store(tmp_path), "cd" * 32
     with store.claim(key) as first:
@@ -206,7 +207,7 @@ def test_second_claim_on_a_job_is_refused_and_a_dead_holder_is_taken_over(tmp_pa
 def test_table_skips_invalid_records_and_writes_every_format(tmp_path, capsys):
     from test_tables import record
 
-    from r2f_bench.store import Store, record_key
+    from r2f_bench.results.store import Store, record_key
 
     store = Store(tmp_path)
     good = [record("r2f", "rwku", 0, t, 80.0, 95.0, 20.0, 0.9, 1.0) for t in ("t1", "t2")]
@@ -222,7 +223,7 @@ def test_table_skips_invalid_records_and_writes_every_format(tmp_path, capsys):
 
 
 def test_corrupt_cached_model_is_set_aside_and_rebuilt(tmp_path, monkeypatch):
-    from r2f_bench.models import EmbeddedSpec, embedded_model
+    from r2f_bench.engine.models import EmbeddedSpec, embedded_model
     from r2f_bench.tasks.rwku import RWKU
 
     monkeypatch.setenv("R2F_BENCH_CACHE", str(tmp_path))
@@ -260,8 +261,8 @@ def test_nan_edit_is_a_diverged_record_never_perfect_forgetting(tmp_path):
 
     from r2f_bench import hookimpl
     from r2f_bench.plugins import registry
-    from r2f_bench.runner import Run, RunConfig
-    from r2f_bench.tables import build_tables
+    from r2f_bench.engine.run import Run, RunConfig
+    from r2f_bench.results.tables import build_tables
     from r2f_bench.unlearner import Edit, Unlearner
 
     class Explode(Unlearner):
@@ -317,7 +318,7 @@ def test_cache_info_and_clear(tmp_path, monkeypatch, capsys):
 
 
 def test_cpu_threads_follow_the_option_the_environment_the_load_and_the_process_count(monkeypatch):
-    from r2f_bench.distributed import cpu_threads
+    from r2f_bench.engine.distributed import cpu_threads
 
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(8)))

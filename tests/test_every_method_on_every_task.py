@@ -23,9 +23,9 @@ TASKS = [i.name for i in registry().listing("task")]
 @pytest.fixture(scope="module")
 def settings(tmp_path_factory):
     """Per task: bundled sample, an untaught tiny model and proxy, a Context and a request."""
-    from r2f_bench.models import EmbeddedSpec, build_model, build_tokenizer, teaching_texts
+    from r2f_bench.engine.models import EmbeddedSpec, build_model, build_tokenizer, teaching_texts
     from r2f_bench.unlearner import Context, Proxy
-    from r2f_bench.views import Paraphraser, build_views
+    from r2f_bench.engine.views import Paraphraser, build_views
 
     out = {}
     for name in TASKS:

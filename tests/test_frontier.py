@@ -11,9 +11,9 @@ import pytest
 from r2f_bench.cli import main
 import numpy as np
 
-from r2f_bench.frontier import (GUR_LEVELS, KEYS, MEASURED, OPEN, RESOLUTION, ROUNDS, area, best_usr, excludes_zero, frontier,
+from r2f_bench.results.frontier import (GUR_LEVELS, KEYS, MEASURED, OPEN, RESOLUTION, ROUNDS, area, best_usr, excludes_zero, frontier,
                                 is_open, next_strength, paired, refinement, tiers)
-from r2f_bench.store import Store
+from r2f_bench.results.store import Store
 from r2f_bench.unlearner import Strength
 
 # (GUR, USR) in strength order: utility falls as forgetting rises
@@ -223,7 +223,7 @@ def test_a_baseline_outside_the_methods_is_one_line(tmp_path, capsys):
 
 
 def test_tune_refines_between_the_strengths_that_cross_the_floor():
-    from r2f_bench.tune import refinement
+    from r2f_bench.results.tune import refinement
 
     rows = [({"step": s}, {"gur": g, "usr": u}) for s, g, u in
             (("0.001", 100.0, 0.0), ("0.1", 85.0, 60.0), ("0.01", 95.0, 20.0), ("1", 70.0, 90.0))]
@@ -232,7 +232,7 @@ def test_tune_refines_between_the_strengths_that_cross_the_floor():
 
 
 def test_tables_flag_a_method_below_its_tuning_floor():
-    from r2f_bench.tables import build_tables
+    from r2f_bench.results.tables import build_tables
 
     def record(method, target, gur):
         return {"method": method, "task": "rwku", "target": target, "seed": 0, "usr": 50.0, "gur": gur,

@@ -11,7 +11,7 @@ import fake_runner
 import pytest
 
 from r2f_bench.cli import main
-from r2f_bench.store import Store, record_key
+from r2f_bench.results.store import Store, record_key
 
 TESTS = Path(__file__).resolve().parent
 SWEEP = ["sweep", "--runner", "fake_runner", "--tasks", "rwku", "--limit", "2", "--launcher", "submitit",

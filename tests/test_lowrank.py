@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from r2f_bench.lowrank import LowRank
+from r2f_bench.training.lowrank import LowRank
 
 
 @pytest.mark.parametrize("transposed", [False, True])
@@ -23,7 +23,7 @@ def test_norm_and_apply_equal_the_dense_matrix(transposed):
 
 
 def test_lora_step_direction_is_the_first_order_change():
-    from r2f_bench.lora import LoraGrad, lora_step_direction
+    from r2f_bench.training.lora import LoraGrad, lora_step_direction
 
     gen = torch.Generator().manual_seed(1)
     A, B, gA, gB = (torch.randn(*s, generator=gen) for s in ((4, 9), (6, 4), (4, 9), (6, 4)))

@@ -9,9 +9,9 @@ import torch
 from numerics import assert_sums_close, tokens
 
 from r2f_bench.data import ForgetRequest
-from r2f_bench.encoding import encode
-from r2f_bench.losses import answer_nll
-from r2f_bench.teaching import answer_accuracy
+from r2f_bench.training.encoding import encode
+from r2f_bench.training.losses import answer_nll
+from r2f_bench.engine.teaching import answer_accuracy
 
 NEIGHBOUR_BOUND = 0.15  # max drop of neighbour answer-token accuracy allowed
 
@@ -119,7 +119,7 @@ def test_r2f_peak_memory_is_a_fraction_of_fullgrads(tiny, context, tmp_path):
     paraphrases; benchmarks/cost.py measures whole deletions.)"""
     from r2f_bench.r2f.decoder import GradientDecoder
     from r2f_bench.cost import measure
-    from r2f_bench.models import EmbeddedSpec, build_model
+    from r2f_bench.engine.models import EmbeddedSpec, build_model
     from r2f_bench.plugins import registry
 
     wide = build_model(EmbeddedSpec.parse("embedded:mistral-h1024-l2"), tiny["tok"]).eval()

@@ -2,7 +2,7 @@
 
 import pytest
 
-from r2f_bench.metrics import DEFINITIONS, kept, legend, recovery, usr
+from r2f_bench.engine.metrics import DEFINITIONS, kept, legend, recovery, usr
 
 
 def test_rap_counts_only_the_forgotten_probes():

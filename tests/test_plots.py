@@ -5,8 +5,8 @@ from test_tables import record
 
 from r2f_bench.errors import UserError
 from r2f_bench.cli.plot import add_parser as add_plot_parser
-from r2f_bench.plots import ablation_figure, plot_ablation, series
-from r2f_bench.store import Store, record_key
+from r2f_bench.results.plots import ablation_figure, plot_ablation, series
+from r2f_bench.results.store import Store, record_key
 
 
 def ablation_records():

@@ -6,12 +6,12 @@ import dataclasses
 
 import pytest
 
-from r2f_bench import protocol
+from r2f_bench.engine import protocol
 from r2f_bench.data import Probe
 from r2f_bench.errors import UserError
 from r2f_bench.plugins import registry
-from r2f_bench.runner import Run, RunConfig
-from r2f_bench.views import Paraphraser, build_views
+from r2f_bench.engine.run import Run, RunConfig
+from r2f_bench.engine.views import Paraphraser, build_views
 from r2f_bench.tasks.rwku import RWKU, SAMPLE_DIR
 
 from conftest import SHARED_DATA
@@ -177,7 +177,7 @@ def test_a_seed_is_a_replicate():
     """Another seed builds another embedded model (initialisation, teaching order) and draws other views."""
     import torch
 
-    from r2f_bench.models import EmbeddedSpec, build_model, build_tokenizer, embedded_key
+    from r2f_bench.engine.models import EmbeddedSpec, build_model, build_tokenizer, embedded_key
 
     spec = EmbeddedSpec.parse("embedded:mistral-h32-l1")
     facts = RWKU().load(SAMPLE_DIR, None, 1, 0).teaching_set()[:4]

@@ -8,7 +8,7 @@ from numerics import assert_sums_close, tokens
 
 from r2f_bench.r2f.decoder import GradientDecoder, reconstruct
 from r2f_bench.errors import UserError
-from r2f_bench.lora import LoraGrad
+from r2f_bench.training.lora import LoraGrad
 from r2f_bench.r2f.method import decoder_cosines, fit_decoder
 
 
@@ -87,7 +87,7 @@ def test_save_load_round_trip_and_mismatch(tmp_path):
 def test_streamed_sketches_equal_one_exact_backward_per_group(tiny, context):
     """The hook-assembled per-group LoRA gradients R2F uses, streamed in micro-batches of
     any token budget, are the sketches of each group's exact gradient."""
-    from r2f_bench.lora import lora_probe
+    from r2f_bench.training.lora import lora_probe
     from r2f_bench.r2f.method import units
 
     facts = tiny["bench"].targets[0].request[:5]
@@ -109,8 +109,8 @@ def test_streamed_sketches_equal_one_exact_backward_per_group(tiny, context):
 def test_probe_sketches_are_what_a_peft_adapter_reports(tiny, context):
     """A PEFT LoRA adapter with the probe's A and a B shrunk towards 0 (so its own forward
     adds nothing) gets the factor gradients the hooks compute, ∇A scaled with B."""
-    from r2f_bench.lora import lora_adapters, lora_layers, lora_probe
-    from r2f_bench.losses import unlearning_loss
+    from r2f_bench.training.lora import lora_adapters, lora_layers, lora_probe
+    from r2f_bench.training.losses import unlearning_loss
 
     probes = context.make_views(tiny["bench"].targets[0].request[:2])[0]
     probe = lora_probe(tiny["model"], 8, seed=3)

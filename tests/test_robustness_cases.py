@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from r2f_bench.cli import main
-from r2f_bench.store import Store, record_key
+from r2f_bench.results.store import Store, record_key
 from test_tables import record
 
 RUN = ["--method", "r2f", "--task", "rwku"]
@@ -109,7 +109,7 @@ def test_sigterm_keeps_and_exports_what_is_done_removes_scratch_and_locks_and_ex
 @pytest.fixture
 def light_run(tmp_path, monkeypatch):
     """A Run on the string sample whose evaluations are stand-ins (no model is built)."""
-    from r2f_bench.runner import Run, RunConfig
+    from r2f_bench.engine.run import Run, RunConfig
     from r2f_bench.tasks.rwku import SAMPLE_DIR
 
     monkeypatch.setenv("R2F_BENCH_CACHE", str(tmp_path / "cache"))
@@ -197,7 +197,7 @@ def test_an_unwritable_cache_is_named_before_any_model_loads(tmp_path, monkeypat
 
 def test_a_descending_seed_range_names_the_fix():
     from r2f_bench.errors import UserError
-    from r2f_bench.sweep import parse_seeds
+    from r2f_bench.results.sweep import parse_seeds
 
     with pytest.raises(UserError, match=r"^bad --seeds item '5-2': a range runs from low to high; write 2-5\.$"):
         parse_seeds("5-2")
@@ -206,7 +206,7 @@ def test_a_descending_seed_range_names_the_fix():
 def test_threads_above_the_cores_are_capped_with_one_warning(monkeypatch):
     import os
 
-    from r2f_bench.runner import capped_threads
+    from r2f_bench.engine.run import capped_threads
 
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
     said: list[str] = []
@@ -219,8 +219,8 @@ def _locked_key(tmp_path: Path) -> tuple[list, str]:
     """A one-target job of the fake runner and its store key."""
     import fake_runner
 
-    from r2f_bench.store import job_key
-    from r2f_bench.sweep import plan
+    from r2f_bench.results.store import job_key
+    from r2f_bench.results.sweep import plan
 
     jobs = plan(["r2f"], ["rwku"], [0], limit=1, output=str(tmp_path))
     run = fake_runner.Run(fake_runner.RunConfig(**jobs[0].fields))
@@ -234,7 +234,7 @@ def test_a_locked_job_stops_a_plain_run_naming_the_other_process_and_a_sweep_ski
     import fake_runner
 
     from r2f_bench.errors import UserError
-    from r2f_bench.sweep import execute
+    from r2f_bench.results.sweep import execute
 
     jobs, key = _locked_key(tmp_path)
     lock = Store(tmp_path).lock_path(key)
@@ -254,7 +254,7 @@ def test_a_locked_job_stops_a_plain_run_naming_the_other_process_and_a_sweep_ski
 def test_a_lock_that_cannot_be_written_is_removed_never_left_empty(tmp_path, monkeypatch):
     import errno
 
-    from r2f_bench import store as store_module
+    from r2f_bench.results import store as store_module
     from r2f_bench.errors import UserError
 
     def full(fd, data):
@@ -404,8 +404,8 @@ def test_target_modules_reach_the_methods_and_a_missing_name_names_the_option():
     from r2f_bench.cli.main import build_parser
     from r2f_bench.cli.options import run_config
     from r2f_bench.errors import UserError
-    from r2f_bench.one_step import OneStepUnlearner
-    from r2f_bench.store import job_key
+    from r2f_bench.training.one_step import OneStepUnlearner
+    from r2f_bench.results.store import job_key
     from r2f_bench.unlearner import Context
 
     args = build_parser().parse_args(RUN + ["--target-modules", "query_key_value, dense"])
@@ -439,7 +439,7 @@ def test_target_modules_reach_the_methods_and_a_missing_name_names_the_option():
 def test_a_target_without_forget_probes_is_skipped_with_the_documented_warning(tmp_path):
     """Before: the seen set built from the corpus request counted as forget probes, so a target
     whose forget sets were empty ran (USR n/a) without a word."""
-    from r2f_bench.runner import Run, RunConfig
+    from r2f_bench.engine.run import Run, RunConfig
 
     data = tmp_path / "rwku"
     shutil.copytree(_sample(), data)
@@ -454,7 +454,7 @@ def test_a_target_without_forget_probes_is_skipped_with_the_documented_warning(t
 
 
 def test_a_request_emptied_by_the_leak_scrub_is_skipped_with_the_documented_warning(tmp_path):
-    from r2f_bench.runner import Run, RunConfig
+    from r2f_bench.engine.run import Run, RunConfig
 
     data = tmp_path / "rwku"
     shutil.copytree(_sample(), data)

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from r2f_bench.cli import main
-from r2f_bench.runner import Run, RunConfig
+from r2f_bench.engine.run import Run, RunConfig
 from r2f_bench.tasks.rwku import SAMPLE_DIR
 
 # the string sample (five fictional people, taught verbatim): fast, and the mechanics are the same
@@ -36,7 +36,7 @@ def test_dev_split_and_requests_never_retain_the_targets_own_facts(tmp_path):
 
 
 def test_resumed_sweep_builds_nothing(tmp_path, monkeypatch):
-    from r2f_bench.sweep import Job, execute
+    from r2f_bench.results.sweep import Job, execute
 
     job = Job(dict(method="fullgrad", task="rwku", seed=0, limit=1, output=str(tmp_path), **TINY))
     first = execute([job], str(tmp_path), process=(0, 1), progress=lambda m: None)
@@ -160,7 +160,7 @@ def test_inference_time_method_refuses_to_save_a_checkpoint(tmp_path, capsys):
 
 
 def test_tune_rule_and_command(tmp_path, capsys):
-    from r2f_bench.tune import choose, grid_points
+    from r2f_bench.results.tune import choose, grid_points
 
     assert grid_points({"b": (1, 2), "a": ("x",)}) == [{"a": "x", "b": "1"}, {"a": "x", "b": "2"}]
     row = lambda usr, gur: ({}, {"usr": usr, "gur": gur})
@@ -174,8 +174,8 @@ def test_tune_rule_and_command(tmp_path, capsys):
     assert all(r["targets"] == 1 for r in search["rows"])
     assert search["chosen"] in ({"step": "0.005"}, {"step": "0.04"})
     # every dev-split record stays out of the leaderboard
-    from r2f_bench.store import Store
-    from r2f_bench.tables import build_tables
+    from r2f_bench.results.store import Store
+    from r2f_bench.results.tables import build_tables
 
     records = list(Store(tmp_path).records())
     assert records and all(r["config"]["split"] == "dev" for r in records)
@@ -207,7 +207,7 @@ def test_a_world_teaches_its_texts_and_no_scored_probe():
 
 def test_gur_is_na_below_the_utility_floor_with_one_warning(tmp_path):
     """An untrained model's 2% utility becoming 19% is no 955% retention: GUR is n/a, said once."""
-    from r2f_bench.metrics import MIN_UTILITY, retention
+    from r2f_bench.engine.metrics import MIN_UTILITY, retention
 
     said: list[str] = []
     run = Run(RunConfig(method="fullgrad", task="rwku", data_dir=str(SAMPLE_DIR), limit=1, output=str(tmp_path)),
@@ -224,7 +224,7 @@ def test_a_sweep_frees_each_finished_runs_weights_before_the_next_job(tmp_path):
     finished Run holds reference cycles, which only a collection frees)."""
     import pathlib
 
-    from r2f_bench.sweep import Job, execute
+    from r2f_bench.results.sweep import Job, execute
 
     jobs = [Job(dict(method=m, task="rwku", seed=0, limit=1, output=str(tmp_path), **TINY))
             for m in ("fullgrad", "grad_ascent")]

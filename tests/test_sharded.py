@@ -14,7 +14,7 @@ def test_r2f_edit_on_a_dispatched_model_equals_the_plain_one(tiny, context, tmp_
     """The tiny target split block by block over a device map (all CPU here: the hooks
     that move inputs between a sharded model's devices are forced on) gets the edit the
     undivided model gets."""
-    from r2f_bench.models import dispatch
+    from r2f_bench.engine.models import dispatch
     from r2f_bench.plugins import registry
     from r2f_bench.r2f.decoder import GradientDecoder
 
@@ -44,8 +44,8 @@ def test_r2f_edit_on_a_dispatched_model_equals_the_plain_one(tiny, context, tmp_
 
 
 def test_default_dtype_keeps_the_keys_of_older_stores():
-    from r2f_bench.runner import RunConfig
-    from r2f_bench.store import job_key
+    from r2f_bench.engine.run import RunConfig
+    from r2f_bench.results.store import job_key
 
     new = RunConfig(method="r2f", task="rwku").to_dict()
     old = {k: v for k, v in new.items() if k not in ("dtype", "device_map")}

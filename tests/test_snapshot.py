@@ -7,8 +7,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from r2f_bench.models import EmbeddedSpec, build_model, build_tokenizer
-from r2f_bench.snapshot import Snapshot
+from r2f_bench.engine.models import EmbeddedSpec, build_model, build_tokenizer
+from r2f_bench.engine.snapshot import Snapshot
 
 
 def tiny_model(family: str, dtype: torch.dtype) -> torch.nn.Module:

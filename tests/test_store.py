@@ -3,7 +3,7 @@ import multiprocessing as mp
 
 import pytest
 
-from r2f_bench.store import Store, job_key, record_key
+from r2f_bench.results.store import Store, job_key, record_key
 
 CONFIG = {"method": "r2f", "task": "rwku", "seed": 0, "params": {"rank": "8", "lr": "1e-4"}, "views": 5,
           "output": "out-a"}

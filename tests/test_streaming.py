@@ -8,7 +8,7 @@ from r2f_bench.data import ForgetRequest, Probe
 
 
 def test_token_batches_respect_both_bounds(tiny):
-    from r2f_bench.encoding import encode, token_batches
+    from r2f_bench.training.encoding import encode, token_batches
 
     tok = tiny["tok"]
     probes = [Probe("q " * (3 + 5 * ((7 * i) % 20)), "a", "forget", "x") for i in range(20)]  # lengths shuffled
@@ -28,7 +28,7 @@ def test_r2f_peak_memory_is_flat_in_the_number_of_views(tiny, context, tmp_path)
     all 8 views at once (the old way) costs several times more. Memory above the
     weights, measured the same way for each deletion."""
     from r2f_bench.cost import measure
-    from r2f_bench.models import EmbeddedSpec, build_model
+    from r2f_bench.engine.models import EmbeddedSpec, build_model
     from r2f_bench.plugins import registry
     from r2f_bench.r2f.decoder import GradientDecoder
 

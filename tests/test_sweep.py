@@ -6,8 +6,8 @@ import pytest
 
 from r2f_bench.cli import main
 from r2f_bench.errors import UserError
-from r2f_bench.store import Store, record_key
-from r2f_bench.sweep import (RANKS, TRANSFER_PROXIES, TRANSFER_TARGETS, VIEWS, execute, expand,
+from r2f_bench.results.store import Store, record_key
+from r2f_bench.results.sweep import (RANKS, TRANSFER_PROXIES, TRANSFER_TARGETS, VIEWS, execute, expand,
                               parse_seeds, plan, shard)
 
 REGISTRY = SimpleNamespace(listing=lambda kind: [SimpleNamespace(name=n) for n in (

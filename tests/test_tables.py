@@ -5,11 +5,11 @@ import io
 import pytest
 
 from r2f_bench.errors import UserError
-from r2f_bench.store import Store, record_key
-from r2f_bench.aggregate import summarize
+from r2f_bench.results.store import Store, record_key
+from r2f_bench.results.aggregate import summarize
 from r2f_bench.cli.table import add_parser as add_table_parser
-from r2f_bench.render import render, to_markdown
-from r2f_bench.tables import build_tables
+from r2f_bench.results.render import render, to_markdown
+from r2f_bench.results.tables import build_tables
 
 TARGET, PROXY = "embedded:mistral-h128-l4", "embedded:mistral-h64-l2"
 FACTS = {"rwku": 120, "wmdp": 80}

@@ -12,7 +12,7 @@ import torch
 
 from r2f_bench.data import Probe
 from r2f_bench.errors import UserError
-from r2f_bench.metrics import rouge_l_f1
+from r2f_bench.engine.metrics import rouge_l_f1
 from task_helpers import assert_lm_eval_round_trip, shared_dir
 from r2f_bench.tasks.common import auroc, cut_before
 from r2f_bench.tasks.muse import MUSE, SAMPLE_DIR, MuseTarget, official, utils

@@ -8,7 +8,7 @@ import shutil
 import pytest
 
 from r2f_bench.errors import UserError
-from r2f_bench.lmeval import load_probe_dataset
+from r2f_bench.engine.lmeval import load_probe_dataset
 from r2f_bench.tasks.rwku import RWKU, SAMPLE_DIR
 
 from conftest import SHARED_DATA
@@ -84,7 +84,7 @@ def test_errors_name_the_problem(tmp_path):
 @pytest.mark.skipif(not (SHARED_DATA / "rwku").is_dir(), reason="../shared/data/rwku not present")
 def test_benchmark_paraphraser_uses_rwkus_own_alternatives():
     """A request fact's views come first from the request's other facts with its answer."""
-    from r2f_bench.views import build_views, make_paraphraser
+    from r2f_bench.engine.views import build_views, make_paraphraser
 
     b = RWKU().load(SHARED_DATA / "rwku", ["Genghis Khan"], None, n_dev=0, forget_source="probes")
     fact = next(p for p in b.targets[0].request if p.question in b.alternatives)

@@ -10,7 +10,7 @@ import pytest
 
 from r2f_bench.errors import UserError
 from task_helpers import assert_lm_eval_round_trip, shared_dir
-from r2f_bench.metrics import recovery, usr
+from r2f_bench.engine.metrics import recovery, usr
 from r2f_bench.tasks.wmdp import CHANCE, LETTERS, RELATED, SAMPLE_DIR, WMDP, mc_prompt
 
 
@@ -114,7 +114,7 @@ def test_lm_eval_round_trip():
 
 
 def test_lm_eval_task_without_probes_for_the_targets_is_named():
-    from r2f_bench.lmeval import load_probe_dataset
+    from r2f_bench.engine.lmeval import load_probe_dataset
 
     with pytest.raises(ValueError, match="wmdp_forget_chem: the targets \\['bio-1'\\] have no 'forget_chem' probes"):
         load_probe_dataset("wmdp", "forget_chem", targets=["bio-1"])

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from r2f_bench import protocol
-from r2f_bench.protocol import asked, normalise
+from r2f_bench.engine import protocol
+from r2f_bench.engine.protocol import asked, normalise
 from r2f_bench.tasks.rwku import RWKU
 from r2f_bench.tasks.rwku import world as W
 
@@ -101,7 +101,7 @@ def test_the_control_diagonal_is_read_like_for_like():
     """A4's excess compares a control's USR with the utility answers it lost, not with
     100 − GUR: a control whose GUR reads 102 while it loses 30 % of both its known probes
     and its known utility answers sits on the diagonal."""
-    from r2f_bench.testbed import passes, summarise
+    from r2f_bench.results.testbed import passes, summarise
 
     on_diagonal = [(100.0, 0.0, 0.0), (102.0, 30.0, 30.0)]
     specific = [(100.0, 0.0, 0.0), (95.0, 80.0, 5.0)]

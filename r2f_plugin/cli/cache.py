@@ -9,7 +9,7 @@ from typing import Any
 from pathlib import Path
 
 from ..errors import UserError
-from ..models import cache_root
+from ..cache import cache_root
 
 KINDS = ("models", "evals", "decoders")
 

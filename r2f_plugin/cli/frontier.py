@@ -1,6 +1,6 @@
 """``r2f-bench frontier``: each method's forget–utility curve over its strength knob, refined
 at the GUR floors, the summaries that compare methods at matched utility, and paired
-differences against a baseline (see :mod:`r2f_bench.frontier`)."""
+differences against a baseline (see :mod:`r2f_bench.results.frontier`)."""
 
 from __future__ import annotations
 
@@ -10,18 +10,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..aggregate import Stat, invalid
+from ..results.aggregate import Stat, invalid
 from ..atomic import atomic_path, write_fully
 from ..errors import UserError
-from ..frontier import (AREA_FROM, FAILURE_RULE, GUR_LEVELS, KEYS, MEASURED, OPEN, TOLERANCE, Frontier, Score, Unit,
+from ..results.frontier import (AREA_FROM, FAILURE_RULE, GUR_LEVELS, KEYS, MEASURED, OPEN, TOLERANCE, Frontier, Score, Unit,
                         excludes_zero, frontier, next_strength, paired, tiers)
-from ..launch import add_launcher_options, launcher
-from ..plots import plot_frontier
+from ..results.launch import add_launcher_options, launcher
+from ..results.plots import plot_frontier
 from ..plugins import registry
-from ..render import FORMATS, render, stat_json
-from ..store import Store
-from ..sweep import DEFAULT_RUNNER, Job, SweepReport, execute, expand, load_runner, parse_seeds, split_list
-from ..tables import Column, Provenance, Table, taught_strings
+from ..results.render import FORMATS, render, stat_json
+from ..results.store import Store
+from ..results.sweep import DEFAULT_RUNNER, Job, SweepReport, execute, expand, load_runner, parse_seeds, split_list
+from ..results.tables import Column, Provenance, Table, taught_strings
 from ..unlearner import method_variant
 from .options import add_json_option, add_run_options, json_stdout, print_json, run_config, say
 

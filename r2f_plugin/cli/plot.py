@@ -1,4 +1,4 @@
-"""``r2f-bench plot``: the rank and views ablations from a results store (see :mod:`r2f_bench.plots`)."""
+"""``r2f-bench plot``: the rank and views ablations from a results store (see :mod:`r2f_bench.results.plots`)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
-from ..plots import AXES, plot_ablation
-from ..store import Store
+from ..results.plots import AXES, plot_ablation
+from ..results.store import Store
 
 
 def plot_command(args: argparse.Namespace) -> None:

@@ -10,11 +10,11 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..metrics import ANSWERED_NOTE, legend
+from ..engine.metrics import ANSWERED_NOTE, legend
 from ..plugins import registry
-from ..store import Store
-from ..sweep import Job, execute
-from ..tables import ALIGNMENT_NOTE, NA_NOTE, SEEN_NOTE
+from ..results.store import Store
+from ..results.sweep import Job, execute
+from ..results.tables import ALIGNMENT_NOTE, NA_NOTE, SEEN_NOTE
 from .options import run_config, say
 
 RESULT_COLUMNS = ("usr", "usr_seen", "gur", "locality", "rap", "rap_control", "identity_alignment", "seconds",

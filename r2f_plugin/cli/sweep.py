@@ -1,7 +1,7 @@
-"""``r2f-bench sweep``: plan and run many jobs into the durable store (see :mod:`r2f_bench.sweep`).
+"""``r2f-bench sweep``: plan and run many jobs into the durable store (see :mod:`r2f_bench.results.sweep`).
 
 Under ``accelerate launch -m r2f_bench sweep ...`` each process takes its share of the jobs;
-with ``--launcher submitit`` they run as a SLURM job array (see :mod:`r2f_bench.launch`).
+with ``--launcher submitit`` they run as a SLURM job array (see :mod:`r2f_bench.results.launch`).
 """
 
 from __future__ import annotations
@@ -9,12 +9,12 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..distributed import process_state, release_process_group
+from ..engine.distributed import process_state, release_process_group
 from ..errors import UserError
-from ..launch import add_launcher_options, launcher
-from ..models import DEVICE_MAPS, DTYPES
-from ..store import Store
-from ..sweep import (ABLATION_METHOD, ABLATIONS, DEFAULT_OUTPUT, DEFAULT_RUNNER, execute, expand, load_runner,
+from ..results.launch import add_launcher_options, launcher
+from ..engine.models import DEVICE_MAPS, DTYPES
+from ..results.store import Store
+from ..results.sweep import (ABLATION_METHOD, ABLATIONS, DEFAULT_OUTPUT, DEFAULT_RUNNER, execute, expand, load_runner,
                      parse_seeds, plan, process_tag, shard, split_list)
 from ..unlearner import parse_assignments
 from .options import add_quiet_option, say
@@ -55,7 +55,7 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def sweep_command(args: argparse.Namespace) -> None:
-    """Handler of ``r2f-bench sweep`` and ``python -m r2f_bench.sweep``."""
+    """Handler of ``r2f-bench sweep`` and ``python -m r2f_bench.results.sweep``."""
 
     launch = launcher(args, say(args))  # a missing submitit or a bad combination fails first
     if args.methods is None:
@@ -95,7 +95,7 @@ def sweep_command(args: argparse.Namespace) -> None:
 
 
 def submit_sweep(args: argparse.Namespace, launch: Any, jobs: list) -> None:
-    """The sweep as a job array: one task per job (see :mod:`r2f_bench.launch`)."""
+    """The sweep as a job array: one task per job (see :mod:`r2f_bench.results.launch`)."""
     if args.dry_run:
         for n, job in enumerate(jobs, 1):
             print(f"{n:4d}   {job.label}")

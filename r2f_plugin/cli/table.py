@@ -1,4 +1,4 @@
-"""``r2f-bench table``: leaderboard tables from a results store (see :mod:`r2f_bench.tables`)."""
+"""``r2f-bench table``: leaderboard tables from a results store (see :mod:`r2f_bench.results.tables`)."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from ..aggregate import invalid, newest_per_cell
+from ..results.aggregate import invalid, newest_per_cell
 from ..atomic import atomic_path, write_fully
 from ..errors import UserError
-from ..render import FORMATS, render, to_json
-from ..store import Store
-from ..tables import PHASES_TABLE, build_tables
+from ..results.render import FORMATS, render, to_json
+from ..results.store import Store
+from ..results.tables import PHASES_TABLE, build_tables
 from .options import add_json_option, json_stdout, print_json
 
 

@@ -1,4 +1,4 @@
-"""``r2f-bench tune``: choose a method's hyper-parameters on the dev split (see :mod:`r2f_bench.tune`)."""
+"""``r2f-bench tune``: choose a method's hyper-parameters on the dev split (see :mod:`r2f_bench.results.tune`)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import argparse
 from typing import Any
 
 from ..plugins import registry
-from ..store import Store
-from ..sweep import DEFAULT_RUNNER, Job, execute, load_runner, parse_seeds, split_list
-from ..tune import DEFAULT_MIN_GUR, choose, grid_points, parse_grid, refinement, render, summarize
+from ..results.store import Store
+from ..results.sweep import DEFAULT_RUNNER, Job, execute, load_runner, parse_seeds, split_list
+from ..results.tune import DEFAULT_MIN_GUR, choose, grid_points, parse_grid, refinement, render, summarize
 from ..unlearner import parse_assignments
 from .options import add_json_option, add_run_options, json_stdout, print_json, run_config, say
 

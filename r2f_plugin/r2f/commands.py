@@ -11,7 +11,7 @@ from typing import Any
 
 from ..cli.options import add_json_option, add_run_options, json_stdout, print_json, run_config, say
 from ..errors import UserError
-from ..runner import Run
+from ..engine.run import Run
 from .decoder import GradientDecoder
 from .method import decoder_cosines, fit_decoder
 

@@ -39,8 +39,8 @@ import torch
 from .. import __version__
 from ..atomic import atomic_path
 from ..errors import UserError
-from ..lora import LoraGrad, role_of
-from ..lowrank import LowRank
+from ..training.lora import LoraGrad, role_of
+from ..training.lowrank import LowRank
 
 KINDS = ("two_sided", "projection", "learned")
 USES = {

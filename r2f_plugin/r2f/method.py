@@ -3,7 +3,7 @@ from LoRA for Efficient LLM Unlearning", Algorithm 1).
 
 Per deletion request:
 1. attach LoRA probes (rank ``rank``, all linear layers, two-sided init, see
-   :mod:`r2f_bench.lora`) to the frozen target;
+   :mod:`r2f_bench.training.lora`) to the frozen target;
 2. compute LoRA gradients of the unlearning loss on the request's views (the facts
    as asked plus paraphrases): per fact, averaged over that fact's views
    (``aggregate=before``, the default and the paper's order: Algorithm 1 averages
@@ -14,10 +14,10 @@ Per deletion request:
 3. decode each unit's full gradient with the proxy-fitted decoder
    (:mod:`r2f_bench.decoder`) as thin factors, average them (side by side), and apply
    the step matrix by matrix with one ``addmm_`` each, its norm taken from small Gram
-   matrices (:mod:`r2f_bench.lowrank`): no full-size gradient, not even one matrix's,
+   matrices (:mod:`r2f_bench.training.lowrank`): no full-size gradient, not even one matrix's,
    is ever formed.
 
-The LoRA gradients come from hooks on the frozen target (:class:`r2f_bench.lora.LoraProbe`:
+The LoRA gradients come from hooks on the frozen target (:class:`r2f_bench.training.lora.LoraProbe`:
 no adapters, no weight gradients), streamed in micro-batches of at most
 ``micro_batch_tokens`` padded tokens, so peak activation memory is one micro-batch's
 however many views a request has.
@@ -46,9 +46,9 @@ from ..atomic import set_aside
 from ..cost import phase
 from ..data import ForgetRequest, Probe
 from ..errors import UserError
-from ..lora import LoraGrad, lora_probe, role_of
-from ..lowrank import LowRank
-from ..one_step import OneStepUnlearner, StepParams
+from ..training.lora import LoraGrad, lora_probe, role_of
+from ..training.lowrank import LowRank
+from ..training.one_step import OneStepUnlearner, StepParams
 from ..progress import bar
 from ..unlearner import Context, at_least, one_of, tuned
 from .decoder import KINDS, CosineMeter, GradientDecoder, fit

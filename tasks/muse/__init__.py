@@ -47,7 +47,7 @@ from typing import Any
 from ... import hookimpl
 from ...data import Benchmark, Probe, Target
 from ...errors import UserError
-from ...protocol import Scored, hold_out
+from ...engine.protocol import Scored, hold_out
 from ...task import Task, content_hash, read_json
 from ..common import corpus_probes, dev_ids, even_split, qa_prompt, resolve_root, select_targets
 from . import official

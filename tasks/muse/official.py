@@ -19,7 +19,7 @@ from typing import Any, Sequence
 import torch
 
 from ...data import Probe
-from ...metrics import mean, rouge_l_f1
+from ...engine.metrics import mean, rouge_l_f1
 from ..common import auroc, generate
 
 VERBMEM_TOKENS = 128

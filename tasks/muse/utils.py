@@ -1,8 +1,8 @@
 """lm-eval helpers for the MUSE YAMLs beside this file."""
 
-from r2f_bench.lmeval import load_probe_dataset as load_probes  # noqa: F401
-from r2f_bench.lmeval import process_generation
-from r2f_bench.metrics import rouge_l_f1
+from r2f_bench.engine.lmeval import load_probe_dataset as load_probes  # noqa: F401
+from r2f_bench.engine.lmeval import process_generation
+from r2f_bench.engine.metrics import rouge_l_f1
 
 
 def process_results(doc: dict, results: list[str]) -> dict[str, float]:

@@ -31,7 +31,7 @@ from pathlib import Path
 from ... import hookimpl
 from ...data import Benchmark, Probe, Target, Teaching
 from ...errors import UserError
-from ...protocol import Scored, asked, hold_out
+from ...engine.protocol import Scored, asked, hold_out
 from ...task import Task, content_hash, read_json
 from ..common import SAMPLE_SOURCE, check_dir, corpus_probes, dev_ids, seen_probes, select_targets
 from . import world as knowledge_world

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Callable
 
 from ...atomic import atomic_dir, set_aside, write_fully
-from ...models import cache_root
+from ...cache import cache_root
 
 WORLD_VERSION = "1"
 TEACHING_FILE = "teaching.json"

@@ -40,7 +40,7 @@ from typing import Any
 from ... import hookimpl
 from ...data import Benchmark, Probe, Target
 from ...errors import UserError
-from ...protocol import hold_out
+from ...engine.protocol import hold_out
 from ...task import HubData, Task, content_hash, data_source, read_json, require_fields
 from ..common import chunks, dev_ids, generate, qa_prompt, resolve_root, select_targets
 from .watermark import GENERATIONS, MAX_NEW_TOKENS, WatermarkSpec, load_verifier, waterdrum_score

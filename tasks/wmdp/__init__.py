@@ -30,7 +30,7 @@ cover all three; ``bio``/``chem``/``cyber``/``all`` select whole domains. Probe 
 
 USR and RAP count the multiple-choice sets with chance (25%) as the floor: a model that
 knows nothing still picks the right letter a quarter of the time (:meth:`WMDP.chance`,
-applied by :func:`r2f_bench.metrics.usr`).
+applied by :func:`r2f_bench.engine.metrics.usr`).
 The size-weighted mean over domains is lm-eval's group ``wmdp_forget`` (``wmdp_forget.yaml``).
 """
 
@@ -43,7 +43,7 @@ from typing import Sequence
 from ... import hookimpl
 from ...data import Benchmark, Probe, Target
 from ...errors import UserError
-from ...protocol import Scored, hold_out
+from ...engine.protocol import Scored, hold_out
 from ...task import Task, content_hash, read_json
 from ..common import chunks, dev_ids, resolve_root, select_targets
 

@@ -21,12 +21,12 @@ from unittest import mock
 
 import torch
 
-from .atomic import atomic_write_text
-from .data import Probe
+from ..atomic import atomic_write_text
+from ..data import Probe
 from .metrics import ANSWERED_RECALL, rouge_l_recall
-from .plugins import registry
-from .progress import quiet
-from .task import ANSWERED, METRIC_KEYS, SCORE
+from ..plugins import registry
+from ..progress import quiet
+from ..task import ANSWERED, METRIC_KEYS, SCORE
 
 
 def load_probe_dataset(task: str, probe_set: str, probes_file: str | None = None,

@@ -7,9 +7,9 @@ from typing import Callable, Iterable
 
 import torch
 
-from .errors import UserError
-from .progress import bar
-from .unlearner import at_least
+from ..errors import UserError
+from ..progress import bar
+from ..unlearner import at_least
 
 
 def adamw(params: Iterable[torch.nn.Parameter], lr: float) -> torch.optim.Optimizer:
@@ -37,7 +37,7 @@ def optimise(opt: torch.optim.Optimizer, loss_fn: Callable[[int], torch.Tensor |
     ``None`` when there is none left (a pass over a fixed set of batches). The
     shared training loop of the multi-step baselines (gradient ascent, SCRUB, SKU,
     DeepCUT): micro-batches keep every method's passes the same size (see
-    :data:`r2f_bench.losses.BATCH`) while the effective batch stays the paper's.
+    :data:`r2f_bench.training.losses.BATCH`) while the effective batch stays the paper's.
     Pass one :func:`adamw` across calls to keep its state. With ``decay`` the learning
     rate falls linearly to 0 over the ``steps``. Returns the mean loss of each step.
     """

@@ -26,7 +26,6 @@ from __future__ import annotations
 import errno
 import hashlib
 import json
-import math
 import os
 import socket
 import time
@@ -35,8 +34,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from .atomic import atomic_write_text, check_writable
-from .errors import UserError
+from ..atomic import atomic_write_text, check_writable
+from ..errors import UserError
+from ..jsontext import canonical_json, json_safe
 
 JOBS_DIR = "jobs"
 LOCKS_DIR = "locks"
@@ -47,24 +47,6 @@ WHERE_FIELDS = ("output", "save_model", "threads", "device_map")  # say where or
 LATER_DEFAULTS = {"dtype": "float32", "target_modules": None}
 # record fields renamed since stores existed: the old field's path -> its new name (beside it)
 RENAMED = {("mia",): "identity_alignment", ("n", "mia_prompts"): "identity_prompts"}
-
-
-def canonical_json(obj: Any) -> str:
-    """JSON with sorted keys and no whitespace: equal values give equal text. Strict:
-    a NaN or infinity is a bug upstream (see :func:`json_safe`), never written."""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str, allow_nan=False)
-
-
-def json_safe(obj: Any) -> Any:
-    """``obj`` with every non-finite float replaced by ``None`` (JSON ``null``): strict
-    parsers reject ``NaN``, and an undefined metric is absent, not a number."""
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: json_safe(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [json_safe(v) for v in obj]
-    return obj
 
 
 def job_key(config: Mapping[str, Any], target: str, data_revision: str,

@@ -20,10 +20,10 @@ from typing import Any, Iterator, Sequence
 
 import torch
 
-from .cost import phase
-from .data import Probe
+from ..cost import phase
+from ..data import Probe
 from .encoding import token_batches
-from .errors import UserError
+from ..errors import UserError
 from .gradients import check_finite, exact_gradients, linear_modules
 from .losses import BATCH, check_loss, sequence_losses
 from .lowrank import LowRank
@@ -146,7 +146,7 @@ class LoraProbe:
 
         Sequences are independent, so each group's share of a batched backward can be
         summed apart (as per-example gradients are in DP-SGD). Sequences go in order of
-        length (less padding); a pass takes at most :data:`~r2f_bench.losses.BATCH`
+        length (less padding); a pass takes at most :data:`~r2f_bench.training.losses.BATCH`
         sequences and ``max_tokens`` padded tokens (0: no token limit), so peak
         activations are one micro-batch's however many groups and views there are, and
         only ``len(groups)`` pairs of rank-``r`` sums are kept.

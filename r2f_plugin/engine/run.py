@@ -6,7 +6,7 @@ untouched model (cached), hands the model to the method under time and memory
 measurement, then scores the result: the benchmark's official scores, USR, GUR,
 identity alignment and RAP (after a relearning attack on the edited model). The
 model is edited in place and put back from a snapshot on disk after each target
-(:mod:`~r2f_bench.snapshot`), so a run holds one copy of the weights in memory.
+(:mod:`~r2f_bench.engine.snapshot`), so a run holds one copy of the weights in memory.
 """
 
 from __future__ import annotations
@@ -27,24 +27,26 @@ from typing import Any, Callable
 
 import torch
 
-from . import __version__, protocol
-from .atomic import atomic_dir, atomic_write_text, check_writable, set_aside
-from .cost import TARGET_PHASES, Cost, measure, timed
-from .data import Benchmark, ForgetRequest, Probe, Target, Teaching
+from .. import __version__
+from . import protocol
+from ..atomic import atomic_dir, atomic_write_text, check_writable, set_aside
+from ..cost import TARGET_PHASES, Cost, measure, timed
+from ..data import Benchmark, ForgetRequest, Probe, Target, Teaching
 from .distributed import cpu_threads, process_state, single_process_eval
-from .errors import UserError
-from .gradients import linear_modules
+from ..errors import UserError
+from ..training.gradients import linear_modules
 from .lmeval import evaluate_probes
 from .metrics import (MIN_UTILITY, identity_alignment, kept, mean, next_token_distributions, pooled, recovery,
                       retention, usr)
-from .models import (DEFAULT_PROXY, DEFAULT_TARGET, EmbeddedSpec, cache_root, check_model_path, dispatch,
+from .models import (DEFAULT_PROXY, DEFAULT_TARGET, EmbeddedSpec, check_model_path, dispatch,
                      dtype_of, embedded_key, embedded_model, hf_model)
-from .plugins import registry
+from ..plugins import registry
 from .snapshot import Snapshot
-from .store import json_safe
-from .task import ACC, ANSWERED, HELD_OUT, LOCALITY, SCORE, SEEN
+from ..cache import cache_root
+from ..jsontext import json_safe
+from ..task import ACC, ANSWERED, HELD_OUT, LOCALITY, SCORE, SEEN
 from .teaching import finetune
-from .unlearner import Context, Edit, Proxy
+from ..unlearner import Context, Edit, Proxy
 from .views import build_views, check_paraphraser, make_paraphraser
 
 EVAL_VERSION = "2"
@@ -637,7 +639,7 @@ class Run:
 
     def gur(self, before: float, after: float) -> float | None:
         """GUR from the untouched and unlearned utility scores (%): n/a (``None``) where the
-        untouched model scores below :data:`~r2f_bench.metrics.MIN_UTILITY`, said once per run."""
+        untouched model scores below :data:`~r2f_bench.engine.metrics.MIN_UTILITY`, said once per run."""
         if before < MIN_UTILITY and not self._low_utility_said:
             self._low_utility_said = True
             self.progress(f"warning: the untouched model scores {before:.1f}% on the utility set, below the "

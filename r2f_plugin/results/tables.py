@@ -18,7 +18,7 @@ Tables: ``table1`` (USR / GUR per dataset), ``rap``, ``identity_alignment``, ``c
 ``transfer`` (R2F's proxy→target matrix, when the store holds several model pairs) and,
 on request, ``phases`` (where each target's wall time goes).
 Each states the models, data revisions and plugin versions its records came from;
-:mod:`r2f_bench.render` writes them as Markdown, LaTeX, CSV and HTML.
+:mod:`r2f_bench.results.render` writes them as Markdown, LaTeX, CSV and HTML.
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 from .aggregate import (DIGITS, HIGHER_IS_BETTER, METRIC_TITLES, Record, Stat, aggregate, setting, setting_label,
                         task_order, varying)
-from .cost import ONCE_PHASES, TARGET_PHASES
-from .metrics import ANSWERED_NOTE, MIN_UTILITY, legend
-from .store import canonical_json
+from ..cost import ONCE_PHASES, TARGET_PHASES
+from ..engine.metrics import ANSWERED_NOTE, MIN_UTILITY, legend
+from ..jsontext import canonical_json
 from .tune import DEFAULT_MIN_GUR
 
 
@@ -180,7 +180,7 @@ def cell_stats(records: Sequence[Record], metrics: Iterable[str],
 
 def metric_table(records: Sequence[Record], metrics: Sequence[str], name: str, title: str, note: str = "") -> Table:
     """Methods as rows; for each dataset, one column per metric. The note starts with the
-    metrics' definitions (:data:`r2f_bench.metrics.DEFINITIONS`)."""
+    metrics' definitions (:data:`r2f_bench.engine.metrics.DEFINITIONS`)."""
     note = " ".join([f"{line}." for line in legend(metrics)] + ([note] if note else []))
     labels, label = method_rows(records)
     tasks = task_order(r.get("task") for r in records)

@@ -31,10 +31,10 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import torch
 
-from .data import ForgetRequest, Probe, Target
+from ..data import ForgetRequest, Probe, Target
 from .frontier import best_usr
-from .metrics import usr
-from .runner import Run, RunConfig, answered
+from ..engine.metrics import usr
+from ..engine.run import Run, RunConfig, answered
 
 METHOD = "grad_ascent"
 CONTROL_SLACK = 5.0
@@ -125,8 +125,8 @@ def never_taught_qa(world: Path) -> tuple[set[str], set[str]]:
 def check_world(world: Path, seeds: Sequence[int], targets: int, strengths: Sequence[float] | None = None,
                 config: dict[str, Any] | None = None, progress: Callable[[str], None] = lambda m: None) -> dict:
     """A1–A4 on ``world`` for ``targets`` evaluation targets and run ``seeds``."""
-    from .teaching import answered_share
-    from .tasks.rwku.world import DIAGNOSTICS_FILE
+    from ..engine.teaching import answered_share
+    from ..tasks.rwku.world import DIAGNOSTICS_FILE
 
     taught_q, new_q = never_taught_qa(world)
     diag = json.loads((world / DIAGNOSTICS_FILE).read_text())["never_taught_template_qa_train"]

@@ -12,10 +12,10 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from .data import Probe
-from .encoding import batches, cycle_batches, encode
-from .losses import answer_nll, batch_logits
-from .progress import bar
+from ..data import Probe
+from ..training.encoding import batches, cycle_batches, encode
+from ..training.losses import answer_nll, batch_logits
+from ..progress import bar
 
 
 CHECK_EVERY = 5  # epochs between accuracy checks of an early-stopping fine-tune
@@ -156,7 +156,7 @@ def teach_schedule(model: torch.nn.Module, tokenizer: Any, texts: Sequence[str],
 def answered_share(model: torch.nn.Module, tokenizer: Any, probes: Sequence[Probe], max_new_tokens: int = 8,
                    batch_size: int = 64) -> float:
     """% of ``probes`` whose greedy answer (up to a new line) counts as answered: ROUGE-L
-    recall of the reference at least :data:`~r2f_bench.metrics.ANSWERED_RECALL`, as scored runs count it."""
+    recall of the reference at least :data:`~r2f_bench.engine.metrics.ANSWERED_RECALL`, as scored runs count it."""
     from .metrics import ANSWERED_RECALL, rouge_l_recall
 
     device = next(model.parameters()).device

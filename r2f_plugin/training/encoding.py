@@ -10,7 +10,7 @@ from typing import Any, Iterable, Iterator, Sequence
 
 import torch
 
-from .data import Probe
+from ..data import Probe
 
 
 # tokens of (prompt + answer) a training or unlearning sequence keeps, from the end: the

@@ -9,8 +9,8 @@ from typing import Any, Iterable, Sequence
 
 import torch
 
-from .data import Probe
-from .errors import UserError
+from ..data import Probe
+from ..errors import UserError
 from .losses import backward_mean
 
 

@@ -37,8 +37,8 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, replace
 from typing import Iterable, Iterator, Sequence
 
-from .data import Benchmark, Probe, Target
-from .errors import UserError
+from ..data import Benchmark, Probe, Target
+from ..errors import UserError
 
 BLANK = re.compile(r"_{2,}")
 SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")

@@ -8,7 +8,7 @@ import io
 from typing import Any, Sequence
 
 from .aggregate import Stat
-from .errors import UserError
+from ..errors import UserError
 from .tables import NA_NOTE, Column, Table
 
 

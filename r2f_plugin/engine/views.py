@@ -29,8 +29,8 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from .data import Probe
-from .errors import UserError
+from ..data import Probe
+from ..errors import UserError
 
 MIN_COSINE = 0.70
 MAX_COSINE = 0.995

@@ -20,8 +20,8 @@ from typing import Any, Callable, Hashable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from .metrics import DEFINITIONS
-from .store import canonical_json
+from ..engine.metrics import DEFINITIONS
+from ..jsontext import canonical_json
 
 
 HIGHER_IS_BETTER = {"usr": True, "usr_seen": True, "gur": True, "locality": True, "rap": False, "rap_control": True,

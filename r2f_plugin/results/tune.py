@@ -27,8 +27,8 @@ import itertools
 import statistics
 from typing import Any, Sequence
 
-from .errors import UserError
-from .metrics import DEFINITIONS
+from ..errors import UserError
+from ..engine.metrics import DEFINITIONS
 
 METRICS = ("usr", "gur", "rap", "identity_alignment", "seconds")
 THREE_DIGITS = ("identity_alignment", "seconds")  # a cosine, and seconds of small runs

@@ -2,7 +2,7 @@
 
 One figure per ablation (``rank.png``, ``views.png``): a row per metric, a column
 per dataset, points at the mean over targets × seeds with 95% bootstrap intervals (aggregated as in
-:mod:`r2f_bench.tables`). Records that differ in anything but the ablated value
+:mod:`r2f_bench.results.tables`). Records that differ in anything but the ablated value
 (method, other hyper-parameters, models) are drawn as separate lines; only lines
 with at least two ablated values are drawn. A rank point needs an explicit
 ``rank`` parameter (``r2f-bench sweep --ablation rank`` sets it).
@@ -15,14 +15,14 @@ from pathlib import Path
 from typing import Any, Callable, Hashable, Sequence
 
 from .aggregate import METRIC_TITLES, Record, aggregate, setting, setting_label, task_order, varying
-from .atomic import atomic_path
-from .store import canonical_json
+from ..atomic import atomic_path
+from ..jsontext import canonical_json
 from .tables import direction
 
 METRICS = ("usr", "gur", "rap", "identity_alignment")
 MARKERS = ("o", "s", "^", "D")  # frontier lines: a new marker and line style for every ten methods (colours repeat)
 LINESTYLES = ("-", "--", "-.", ":")
-ARROWS = {True: " ↑", False: " ↓", None: ""}  # by the metric's direction (r2f_bench.tables.direction)
+ARROWS = {True: " ↑", False: " ↓", None: ""}  # by the metric's direction (r2f_bench.results.tables.direction)
 
 
 def _rank(r: Record) -> float | None:

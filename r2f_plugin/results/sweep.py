@@ -4,7 +4,7 @@ A *job* is one run configuration (method × task × seed × models × setting); 
 yields one record per evaluation target. Under ``accelerate launch`` process ``i``
 of ``n`` takes jobs ``i, i+n, i+2n, ...`` of the same deterministic plan, and runs
 each alone on its own device (independent jobs: no DistributedDataParallel).
-Before a target runs, its key (see :mod:`r2f_bench.store`) is looked up and a
+Before a target runs, its key (see :mod:`r2f_bench.results.store`) is looked up and a
 finished one is skipped, so re-running an interrupted or extended sweep only does
 what is missing.
 
@@ -23,12 +23,12 @@ from functools import partial
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from .distributed import process_state
-from .errors import UserError
-from .plugins import registry as plugin_registry
+from ..engine.distributed import process_state
+from ..errors import UserError
+from ..plugins import registry as plugin_registry
 from .store import Store, job_key
 
-DEFAULT_RUNNER = "r2f_bench.runner"
+DEFAULT_RUNNER = "r2f_bench.engine.run"
 DEFAULT_OUTPUT = "r2f-output"
 ABLATION_METHOD = "r2f"
 RANKS = (2, 4, 8, 12, 16)
@@ -185,7 +185,7 @@ def execute(jobs: Sequence[Job], output: str, *, runner: Any = None,
     export the store to ``results.jsonl``.
 
     ``runner`` provides ``RunConfig(**fields)`` and ``Run(config, progress=...)``
-    (default: :mod:`r2f_bench.runner`). ``process`` is (index, count); by default
+    (default: :mod:`r2f_bench.engine.run`). ``process`` is (index, count); by default
     it comes from Accelerate. A failing job stops the sweep unless ``keep_going``,
     in which case the failures are listed in the report.
     """

@@ -17,14 +17,14 @@ from typing import Any, Callable
 
 import torch
 
-from .cost import phase
-from .data import ForgetRequest, Probe
-from .errors import UserError
+from ..cost import phase
+from ..data import ForgetRequest, Probe
+from ..errors import UserError
 from .gradients import check_finite, linear_weights
 from .lora import target_modules
 from .losses import LOSSES
 from .lowrank import LowRank
-from .unlearner import Context, Edit, Strength, Unlearner, fraction, one_of
+from ..unlearner import Context, Edit, Strength, Unlearner, fraction, one_of
 
 
 @dataclass
@@ -45,7 +45,7 @@ def apply_step(weights: dict[str, torch.Tensor], gradient: Callable[[str], torch
     """Apply ``ΔW = −step · ‖W‖ · G / ‖G‖`` matrix by matrix.
 
     ``gradient(name)`` gives one matrix's gradient, dense (in the weight's layout) or
-    as :class:`~r2f_bench.lowrank.LowRank` factors; a caller that forms dense gradients
+    as :class:`~r2f_bench.training.lowrank.LowRank` factors; a caller that forms dense gradients
     on demand never holds more than one at a time. A first pass takes the norms (of
     factors, from their Gram matrices), a second applies (factors: one ``addmm_`` per
     matrix). Returns ‖G‖ (global).
@@ -86,7 +86,7 @@ class OneStepUnlearner(Unlearner):
     def gradient(self, model: torch.nn.Module, request: ForgetRequest,
                  ctx: Context) -> tuple[Callable[[str], torch.Tensor | LowRank], dict[str, Any]]:
         """Return ``gradient(layer_name)`` (dense in the layer's weight layout, or
-        :class:`~r2f_bench.lowrank.LowRank`) and info to record."""
+        :class:`~r2f_bench.training.lowrank.LowRank`) and info to record."""
 
     def unlearn(self, model: torch.nn.Module, request: ForgetRequest, ctx: Context) -> Edit:
         gradient, info = self.gradient(model, request, ctx)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import random
 import time
 from dataclasses import asdict, dataclass
@@ -22,10 +21,11 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from .atomic import atomic_dir, set_aside
-from .data import Probe
-from .encoding import MAX_LENGTH
-from .errors import UserError
+from ..atomic import atomic_dir, set_aside
+from ..cache import cache_root
+from ..data import Probe
+from ..training.encoding import MAX_LENGTH
+from ..errors import UserError
 from .teaching import answer_accuracy, finetune
 
 CACHE_VERSION = "4"
@@ -40,10 +40,6 @@ WORLD_STEPS = 3000
 WORLD_LR = 3e-3
 # never-taught questions asked of a world-taught model to report its generalisation
 CHECK_ITEMS = 200
-
-
-def cache_root() -> Path:
-    return Path(os.environ.get("R2F_BENCH_CACHE", Path.home() / ".cache" / "r2f-bench"))
 
 
 FAMILIES = ("mistral", "llama", "gpt2")

@@ -1,12 +1,12 @@
 """Launchers: how a sweep's jobs are spread.
 
 ``local`` (the default) runs them in this process, or in the processes of ``accelerate
-launch`` (one node's GPUs), each taking its share (:func:`r2f_bench.sweep.shard`).
+launch`` (one node's GPUs), each taking its share (:func:`r2f_bench.results.sweep.shard`).
 ``submitit`` submits them as a SLURM job array through `submitit
 <https://github.com/facebookincubator/submitit>`_ (``pip install 'r2f-bench[submitit]'``):
 array task *i* runs job *i* of the same deterministic plan with
-:func:`r2f_bench.sweep.execute`, into the same durable store. Tasks know nothing of
-each other: a finished target is skipped and :meth:`r2f_bench.store.Store.claim` locks a
+:func:`r2f_bench.results.sweep.execute`, into the same durable store. Tasks know nothing of
+each other: a finished target is skipped and :meth:`r2f_bench.results.store.Store.claim` locks a
 target while it runs, so a resubmitted, requeued or overlapping task never runs a target
 twice. The submitting process waits for the array and reports as a local sweep does
 (``r2f-bench sweep --no-wait`` returns after submitting).
@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from .errors import UserError
+from ..errors import UserError
 from .store import Store
 from .sweep import Job, SweepReport, execute, load_runner
 
@@ -127,9 +127,9 @@ class Task:
     cwd: str = field(default_factory=os.getcwd)  # the submitter's: relative paths mean the same in the task
 
     def __call__(self) -> dict[str, Any]:
-        """The job's :class:`~r2f_bench.sweep.SweepReport`, as a dict. A failing job is
+        """The job's :class:`~r2f_bench.results.sweep.SweepReport`, as a dict. A failing job is
         reported in it (``failed``), with its traceback in the task's log."""
-        from .progress import set_quiet
+        from ..progress import set_quiet
 
         os.chdir(self.cwd)
         set_quiet(self.quiet)

@@ -3,12 +3,12 @@ Reconstruction from LoRA for Efficient LLM Unlearning", App. B): ``lora_single``
 ``lora_multi``.
 
 The unlearning update is computed *only in LoRA parameters*: attach rank-``rank``
-LoRA adapters to every linear layer (:func:`r2f_bench.lora.lora_probe`, the same
+LoRA adapters to every linear layer (:func:`r2f_bench.training.lora.lora_probe`, the same
 two-sided init R2F uses), take the gradient of the unlearning loss w.r.t. the LoRA
 factors and take one step in them. To first order that step changes each effective
-weight ``W`` along :func:`r2f_bench.lora.lora_step_direction`,
+weight ``W`` along :func:`r2f_bench.training.lora.lora_step_direction`,
 ``s(∇B·A + B·∇A)``; we apply that direction to the base weights with the shared
-relative step of :class:`r2f_bench.one_step.OneStepUnlearner`, so the comparison
+relative step of :class:`r2f_bench.training.one_step.OneStepUnlearner`, so the comparison
 with R2F (decoded full gradient) and FullGrad (exact gradient) differs only in where
 the gradient comes from.
 
@@ -26,7 +26,7 @@ Defaults:
 
 * ``rank = 8``: the R2F paper's LoRA rank, identical to R2F's default so the probes
   are the same.
-* ``loss = unlikelihood``: :class:`r2f_bench.one_step.StepParams`, shared with R2F
+* ``loss = unlikelihood``: :class:`r2f_bench.training.one_step.StepParams`, shared with R2F
   and FullGrad; ``step = 0.0278`` (single) and ``0.017`` (multi), each chosen by
   ``r2f-bench tune`` on the knowledge world's dev split (docs/tuning.md).
 """
@@ -38,11 +38,11 @@ from dataclasses import dataclass, field
 import torch
 
 from .. import hookimpl
-from ..encoding import cycle_batches
-from ..losses import LOSSES, unlearning_loss
-from ..lora import average, lora_adapters, lora_probe, lora_step_direction
-from ..one_step import OneStepUnlearner, StepParams, all_views
-from ..optimise import BatchParams, adamw, optimise
+from ..training.encoding import cycle_batches
+from ..training.losses import LOSSES, unlearning_loss
+from ..training.lora import average, lora_adapters, lora_probe, lora_step_direction
+from ..training.one_step import OneStepUnlearner, StepParams, all_views
+from ..training.optimise import BatchParams, adamw, optimise
 from ..unlearner import Edit, Strength, Unlearner, at_least, one_of, positive, tuned
 
 

@@ -11,10 +11,10 @@ from typing import Any, Sequence
 import torch
 import torch.nn.functional as F
 
-from .cost import phase
-from .data import Probe
+from ..cost import phase
+from ..data import Probe
 from .encoding import encode, token_batches
-from .errors import UserError
+from ..errors import UserError
 
 
 def batch_logits(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:

@@ -16,7 +16,7 @@ definitions, used for every method and task:
   answers; for multiple-choice probes rescaled so that chance-level answering counts
   as complete forgetting (see :func:`usr`). Reported per probe set (``usr_by_level``)
   and pooled over them (:func:`pooled`); ``usr_seen`` is the same on the seen sets,
-  whose strings the request itself contains (see :mod:`r2f_bench.protocol`);
+  whose strings the request itself contains (see :mod:`r2f_bench.engine.protocol`);
 * **GUR** (general utility retention, %, higher is better): the unlearned model's
   mean utility score divided by the untouched model's, times 100; undefined (``None``)
   where the untouched model scores below :data:`MIN_UTILITY` (a ratio to almost
