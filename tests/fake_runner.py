@@ -19,7 +19,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Callable
 
-from r2f_bench.engine.run import RunConfig  # the real configuration: the fake differs only in what it computes
+from r2f_bench.engine.config import RunConfig  # the real configuration: the fake differs only in what it computes
 
 __all__ = ["RunConfig", "Run"]
 

@@ -179,7 +179,8 @@ def test_broken_plugin_hook_is_skipped_with_one_warning():
 
 
 def test_empty_forget_set_skips_that_target_only(rwku_copy, tmp_path):
-    from r2f_bench.engine.run import Run, RunConfig
+    from r2f_bench.engine.config import RunConfig
+    from r2f_bench.engine.run import Run
 
     _write(first_target(rwku_copy) / "forget_level1.json", [])
     said = []
@@ -261,7 +262,8 @@ def test_nan_edit_is_a_diverged_record_never_perfect_forgetting(tmp_path):
 
     from r2f_bench import hookimpl
     from r2f_bench.plugins import registry
-    from r2f_bench.engine.run import Run, RunConfig
+    from r2f_bench.engine.config import RunConfig
+    from r2f_bench.engine.run import Run
     from r2f_bench.results.tables import build_tables
     from r2f_bench.unlearner import Edit, Unlearner
 

@@ -15,7 +15,8 @@ import pytest
 import torch
 
 from r2f_bench.plugins import registry
-from r2f_bench.engine.run import Run, RunConfig
+from r2f_bench.engine.config import RunConfig
+from r2f_bench.engine.run import Run
 from r2f_bench.results.testbed import other_request, random_step_like
 from r2f_bench.unlearner import Edit, Unlearner
 

@@ -10,7 +10,8 @@ from r2f_bench.engine import protocol
 from r2f_bench.data import Probe
 from r2f_bench.errors import UserError
 from r2f_bench.plugins import registry
-from r2f_bench.engine.run import Run, RunConfig
+from r2f_bench.engine.config import RunConfig
+from r2f_bench.engine.run import Run
 from r2f_bench.engine.views import Paraphraser, build_views
 from r2f_bench.tasks.rwku import RWKU, SAMPLE_DIR
 

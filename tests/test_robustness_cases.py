@@ -109,7 +109,8 @@ def test_sigterm_keeps_and_exports_what_is_done_removes_scratch_and_locks_and_ex
 @pytest.fixture
 def light_run(tmp_path, monkeypatch):
     """A Run on the string sample whose evaluations are stand-ins (no model is built)."""
-    from r2f_bench.engine.run import Run, RunConfig
+    from r2f_bench.engine.config import RunConfig
+    from r2f_bench.engine.run import Run
     from r2f_bench.tasks.rwku import SAMPLE_DIR
 
     monkeypatch.setenv("R2F_BENCH_CACHE", str(tmp_path / "cache"))
@@ -439,7 +440,8 @@ def test_target_modules_reach_the_methods_and_a_missing_name_names_the_option():
 def test_a_target_without_forget_probes_is_skipped_with_the_documented_warning(tmp_path):
     """Before: the seen set built from the corpus request counted as forget probes, so a target
     whose forget sets were empty ran (USR n/a) without a word."""
-    from r2f_bench.engine.run import Run, RunConfig
+    from r2f_bench.engine.config import RunConfig
+    from r2f_bench.engine.run import Run
 
     data = tmp_path / "rwku"
     shutil.copytree(_sample(), data)
@@ -454,7 +456,8 @@ def test_a_target_without_forget_probes_is_skipped_with_the_documented_warning(t
 
 
 def test_a_request_emptied_by_the_leak_scrub_is_skipped_with_the_documented_warning(tmp_path):
-    from r2f_bench.engine.run import Run, RunConfig
+    from r2f_bench.engine.config import RunConfig
+    from r2f_bench.engine.run import Run
 
     data = tmp_path / "rwku"
     shutil.copytree(_sample(), data)

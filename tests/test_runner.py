@@ -13,7 +13,8 @@ import pytest
 import torch
 
 from r2f_bench.cli import main
-from r2f_bench.engine.run import Run, RunConfig
+from r2f_bench.engine.config import RunConfig
+from r2f_bench.engine.run import Run
 from r2f_bench.tasks.rwku import SAMPLE_DIR
 
 # the string sample (five fictional people, taught verbatim): fast, and the mechanics are the same

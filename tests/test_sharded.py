@@ -44,7 +44,7 @@ def test_r2f_edit_on_a_dispatched_model_equals_the_plain_one(tiny, context, tmp_
 
 
 def test_default_dtype_keeps_the_keys_of_older_stores():
-    from r2f_bench.engine.run import RunConfig
+    from r2f_bench.engine.config import RunConfig
     from r2f_bench.results.store import job_key
 
     new = RunConfig(method="r2f", task="rwku").to_dict()

@@ -1,5 +1,5 @@
 """Options shared by the commands that run methods (run, tune, and plugin commands such
-as ``decoder``), the :class:`~r2f_bench.engine.run.RunConfig` they describe, and ``--json``."""
+as ``decoder``), the :class:`~r2f_bench.engine.config.RunConfig` they describe, and ``--json``."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from contextlib import contextmanager, redirect_stdout
 from typing import Any, Iterator, TextIO
 
 from ..engine.models import DEVICE_MAPS, DTYPES
-from ..engine.run import RunConfig
+from ..engine.config import RunConfig
 from ..jsontext import json_safe
 from ..unlearner import parse_assignments
 

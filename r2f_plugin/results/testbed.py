@@ -34,7 +34,8 @@ import torch
 from ..data import ForgetRequest, Probe, Target
 from .frontier import best_usr
 from ..engine.metrics import usr
-from ..engine.run import Run, RunConfig, answered
+from ..engine.config import RunConfig
+from ..engine.run import Run, answered
 
 METHOD = "grad_ascent"
 CONTROL_SLACK = 5.0
