@@ -8,7 +8,7 @@ runs through the untouched model (bit-identical outputs).
 
 * Classifier (offline stand-in for ECO's trained prompt classifier): the maximum
   cosine similarity, under the offline sentence embedder
-  (:func:`r2f_bench.engine.views.embedder`, all-MiniLM-L6-v2), between the prompt and the
+  (:func:`r2f_bench.training.embedder.embed`, all-MiniLM-L6-v2), between the prompt and the
   prompts of the request (every view: the facts as asked and their paraphrases),
   thresholded. The scope is built from the request alone (its views), never from an
   evaluation prompt. The threshold is chosen once in :meth:`ECO.setup` on the dev
@@ -51,11 +51,11 @@ import torch
 
 from .. import hookimpl
 from ..data import Probe
-from ..training.encoding import batches, encode
 from ..errors import UserError
 from ..task import HELD_OUT, LOCALITY, SEEN
+from ..training.embedder import embed
+from ..training.encoding import batches, encode
 from ..unlearner import Context, Edit, Strength, Unlearner, positive
-from ..engine.views import embedder
 
 
 @dataclass
@@ -64,10 +64,6 @@ class EcoParams:
     stop_ratio: float = field(default=0.3, metadata={"help": "sigma search target: dev answer accuracy ≤ stop_ratio × clean", "check": positive})
     threshold: float = field(default=-1.0, metadata={"help": "classifier cosine threshold; < 0: fit on the dev split"})
     sigma: float = field(default=-1.0, metadata={"help": "noise strength; < 0: fit on the dev split"})
-
-
-def embed(texts: Sequence[str]) -> torch.Tensor:
-    return embedder().encode(list(texts), convert_to_tensor=True, normalize_embeddings=True).cpu().float()
 
 
 def scope_scores(texts: Sequence[str], scope: torch.Tensor) -> list[float]:

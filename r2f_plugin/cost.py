@@ -13,7 +13,7 @@ from typing import Iterator
 
 import torch
 
-# what a result record times (``phases``): one target's run, in the order the runner runs them;
+# what a result record times (``phases``): one target's run, in the order a run runs them;
 # and the run's one-time costs (``phases_once``), stated in each of its records
 TARGET_PHASES = ("untouched", "unlearn", "evaluate", "extra", "alignment", "rap", "restore")
 ONCE_PHASES = ("load", "setup")
@@ -146,7 +146,7 @@ def phase(name: str) -> Iterator[None]:
 @contextmanager
 def timed(seconds: dict[str, float], name: str) -> Iterator[None]:
     """Add a block's wall seconds (its CUDA work finished) to ``seconds[name]``. Unlike
-    :func:`phase`, nothing nested is subtracted: the runner's phases of a target."""
+    :func:`phase`, nothing nested is subtracted: a run's phases of a target."""
     _sync()
     start = time.perf_counter()
     try:

@@ -6,17 +6,17 @@ whose YAML lives in :meth:`Task.yaml_dir`, and plays exactly one :data:`ROLES` r
 the scores (:meth:`Task.role`): the benchmark's general-utility set (``utility``),
 a neighbour set (``locality``: ``neighbor_sets``), a set built from the request's own
 strings (``seen``: :attr:`~r2f_bench.data.Benchmark.seen_sets`), or else a held-out
-forget set (``held_out``: the headline USR). Methods and the runner read roles, never
-set-name prefixes.
+forget set (``held_out``: the headline USR). Methods and the run
+(:class:`r2f_bench.engine.run.Run`) read roles, never set-name prefixes.
 
 **Per-probe metrics.** Each YAML's ``process_results`` returns, per probe, some of
 :data:`METRIC_KEYS`: generation tasks :data:`SCORE` (ROUGE-L recall of the reference,
 0–1) and :data:`ANSWERED` (1 when the answer counts as given); multiple-choice tasks
 :data:`ACC` (1 when the right choice has the highest likelihood, which also counts as
-answered). The runner reads only these keys.
+answered). The run reads only these keys.
 
 **Generation length** is the YAML's ``generation_kwargs.max_gen_toks``: one source,
-read by lm-eval for the runner and for the ``lm_eval`` command alike.
+read by lm-eval in a run and from the ``lm_eval`` command alike.
 """
 
 from __future__ import annotations

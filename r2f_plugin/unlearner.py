@@ -10,9 +10,9 @@ A method is a subclass of :class:`Unlearner` registered through the
 * inference-time methods (ECO): they leave every weight as it is and return a
   model whose forward pass is wrapped (hooks), evaluated by the same code path.
 
-The runner hands each deletion the run's one model at the weights it starts from
+A run hands each deletion the run's one model at the weights it starts from
 (the untouched ones, or the last result with ``--sequential``). A method may edit
-it in place freely: afterwards the runner puts back its weights, the hooks it added,
+it in place freely: afterwards the run puts back its weights, the hooks it added,
 its ``requires_grad`` flags and its mode from a snapshot on disk
 (:mod:`~r2f_bench.engine.snapshot`), so no second copy of the model is held. It must leave
 the module tree as it found it (detach adapters: PEFT's ``unload()``).
@@ -27,12 +27,13 @@ import typing
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ClassVar
-
-import torch
+from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
 from .data import ForgetRequest, Probe, Target
 from .errors import UserError
+
+if TYPE_CHECKING:  # annotations only: the contract imports without torch
+    import torch
 
 
 @dataclass
@@ -66,11 +67,17 @@ class Strength:
     high: float
 
     def points(self, n: int) -> list[float]:
-        """``n`` log-spaced values from ``low`` to ``high``, rounded to 3 significant digits."""
+        """``n`` log-spaced values from ``low`` to ``high`` (:func:`log_spaced`)."""
         if n < 2:
             raise UserError(f"a frontier needs at least 2 strengths, got {n}.")
-        ratio = (self.high / self.low) ** (1 / (n - 1))
-        return [float(f"{self.low * ratio ** i:.3g}") for i in range(n)]
+        return log_spaced(self.low, self.high, n)
+
+
+def log_spaced(low: float, high: float, n: int) -> list[float]:
+    """``n`` (at least 2) log-spaced values from ``low`` to ``high``, both included, rounded to
+    3 significant digits."""
+    ratio = (high / low) ** (1 / (n - 1))
+    return [float(f"{low * ratio ** i:.3g}") for i in range(n)]
 
 
 @dataclass
@@ -78,7 +85,7 @@ class Proxy:
     """A second, smaller model for methods that learn something once on a cheap stand-in
     of the target (``--proxy``; R2F fits its gradient decoder on it). A method that sets
     :attr:`Unlearner.uses_proxy` receives one in :attr:`Context.proxy`; it is built on
-    the first :meth:`load` and taught the same facts as the target."""
+    the first :meth:`load` and taught the same facts as the model."""
 
     label: str  # names the proxy (shown in results)
     key: str  # what determines its weights: key anything derived from them by it
@@ -94,7 +101,7 @@ class Proxy:
 
 @dataclass
 class Context:
-    """What the runner gives a method besides the model and the request.
+    """What the run gives a method besides the model and the request.
 
     It holds only what a method may see (:mod:`r2f_bench.engine.protocol`): the dev split
     (targets disjoint from the evaluation targets, with their requests and probes, for

@@ -1,5 +1,5 @@
-"""Shared fixtures: one CPU thread per process, an isolated model cache, and tiny taught
-models on RWKU's bundled sample, built once per session."""
+"""Shared fixtures: one CPU thread per process, an isolated model cache, the fake runner, and
+tiny taught models on RWKU's bundled sample, built once per session."""
 
 from __future__ import annotations
 
@@ -35,6 +35,18 @@ def isolated_cache(tmp_path_factory):
     if "R2F_BENCH_CACHE" not in os.environ:
         os.environ["R2F_BENCH_CACHE"] = str(tmp_path_factory.mktemp("r2f-cache"))
     yield
+
+
+@pytest.fixture
+def fake_run(monkeypatch):
+    """tests/fake_runner.py's Run in place of :class:`r2f_bench.engine.run.Run` wherever jobs
+    run (sweep, tune, frontier; pickled into submitit's tasks); its calls cleared. The module."""
+    import fake_runner
+    from r2f_bench.engine import run
+
+    monkeypatch.setattr(run, "Run", fake_runner.Run)
+    fake_runner.CALLS.clear()
+    return fake_runner
 
 
 @pytest.fixture(scope="session")

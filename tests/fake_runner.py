@@ -1,4 +1,6 @@
-"""A stand-in for ``r2f_bench.engine.run`` in sweep tests: same API, synthetic records, no models.
+"""A stand-in for :class:`r2f_bench.engine.run.Run` in sweep tests: same API, synthetic records,
+no models. Tests put it in place with the ``fake_run`` fixture (conftest.py); tests that spawn
+processes run ``python -m fake_runner <r2f-bench arguments>`` (:func:`main`).
 
 Every ``run_target`` call appends ``{"label", "target", "rank", "pid"}`` to the
 JSONL file named by ``R2F_FAKE_LOG`` (if set) and to :data:`CALLS`, so tests can
@@ -14,14 +16,12 @@ import hashlib
 import json
 import os
 import signal
+import sys
 import tempfile
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Callable
 
 from r2f_bench.engine.config import RunConfig  # the real configuration: the fake differs only in what it computes
-
-__all__ = ["RunConfig", "Run"]
 
 CALLS: list[dict] = []
 
@@ -66,3 +66,16 @@ class Run:
                 "models": {"target": _label(c.model, "embedded:mistral-h128-l4"),
                            "proxy": _label(c.proxy, "embedded:mistral-h64-l2")},
                 "data_revision": self.data_revision()}
+
+
+def main() -> int:
+    """``r2f-bench`` with :class:`Run` in place of the real one."""
+    from r2f_bench import cli
+    from r2f_bench.engine import run
+
+    run.Run = Run
+    return cli.main()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,4 +1,5 @@
-"""A real two-process CPU launch through Accelerate, with the fake runner."""
+"""A real two-process CPU launch through Accelerate, with the fake runner (``-m fake_runner``:
+``r2f-bench`` with it)."""
 
 import json
 import os
@@ -12,7 +13,7 @@ from r2f_bench.results.store import Store
 from r2f_bench.results.sweep import plan
 
 ROOT = Path(__file__).resolve().parents[1]
-METHODS, TASKS, SEEDS = ["r2f", "ga", "fullgrad"], ["rwku"], [0, 1]
+METHODS, TASKS, SEEDS = ["r2f", "grad_ascent", "fullgrad"], ["rwku"], [0, 1]
 
 
 def _free_port() -> int:
@@ -30,7 +31,7 @@ def _launch(output: Path, log: Path) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
            "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
            "--main_process_port", str(_free_port()),
-           "-m", "r2f_bench", "sweep", "--runner", "fake_runner", "--methods", ",".join(METHODS),
+           "-m", "fake_runner", "sweep", "--methods", ",".join(METHODS),
            "--tasks", ",".join(TASKS), "--seeds", ",".join(map(str, SEEDS)), "--limit", "2",
            "--output", str(output)]
     return subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)

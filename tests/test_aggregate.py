@@ -23,8 +23,8 @@ def test_seeds_of_a_target_do_not_narrow_its_interval():
 
 def test_weights_draw_whole_targets_and_pair_across_calls():
     targets = ["a", "a", "b", "c", "c", "c"]
-    w = target_weights(targets, samples=50, seed=3)
-    assert w.shape == (50, 6) and np.array_equal(w, target_weights(targets, samples=50, seed=3))
+    w = target_weights(targets, samples=50, bootstrap_seed=3)
+    assert w.shape == (50, 6) and np.array_equal(w, target_weights(targets, samples=50, bootstrap_seed=3))
     assert (w[:, 0] == w[:, 1]).all() and (w[:, 3] == w[:, 5]).all()  # a target's units weigh alike
     assert (w[:, [0, 2, 3]].sum(axis=1) == 3).all()  # three targets drawn per sample
     lone = target_weights(["a", "a", "a"], samples=50)  # one target: its seeds are drawn

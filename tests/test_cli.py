@@ -85,13 +85,14 @@ def fake_store(root) -> None:
         store.put(record_key(r), r)
 
 
-@pytest.mark.parametrize("command", [
-    ["table", "--output", "{out}"],
-    ["tune", "--runner", "fake_runner", "--method", "fullgrad", "--grid", "step=0.005,0.04", "--limit", "1",
-     "--output", "{out}", "--quiet"],
+@pytest.mark.parametrize("entry, command", [
+    ("r2f_bench", ["table", "--output", "{out}"]),
+    ("fake_runner", ["tune", "--method", "fullgrad", "--grid", "step=0.005,0.04", "--limit", "1", "--output", "{out}",
+                     "--quiet"]),
 ])
-def test_json_is_alone_on_stdout_and_pipes_into_json_tool(command, tmp_path):
-    """``r2f-bench CMD --json | python -m json.tool`` parses; the text tables go to stderr."""
+def test_json_is_alone_on_stdout_and_pipes_into_json_tool(entry, command, tmp_path):
+    """``r2f-bench CMD --json | python -m json.tool`` parses; the text tables go to stderr. (``tune``
+    runs its jobs with the fake runner: ``python -m fake_runner`` is ``r2f-bench`` with it.)"""
     import os
     import shlex
     import subprocess
@@ -102,7 +103,7 @@ def test_json_is_alone_on_stdout_and_pipes_into_json_tool(command, tmp_path):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]),
            "OMP_NUM_THREADS": "1"}
     argv = " ".join(shlex.quote(a.format(out=tmp_path)) for a in command)
-    done = subprocess.run(f"{sys.executable} -m r2f_bench {argv} --json | {sys.executable} -m json.tool", shell=True,
+    done = subprocess.run(f"{sys.executable} -m {entry} {argv} --json | {sys.executable} -m json.tool", shell=True,
                           env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     printed = json.loads(done.stdout)

@@ -6,11 +6,11 @@ import pytest
 import torch
 
 from r2f_bench.errors import UserError
-from r2f_bench.engine.models import DEFAULT_PROXY, DEFAULT_TARGET, EmbeddedSpec, build_model, build_tokenizer
+from r2f_bench.engine.models import DEFAULT_PROXY, DEFAULT_MODEL, EmbeddedSpec, build_model, build_tokenizer
 
 
 def test_parse_matches_the_defaults():
-    assert EmbeddedSpec.parse("embedded:mistral-h64-l2") == DEFAULT_TARGET
+    assert EmbeddedSpec.parse("embedded:mistral-h64-l2") == DEFAULT_MODEL
     assert EmbeddedSpec.parse("embedded:mistral-h32-l2") == DEFAULT_PROXY
     assert EmbeddedSpec.parse("embedded:gpt2-h96-l3").label == "embedded:gpt2-h96-l3"
 
@@ -108,3 +108,20 @@ def test_teaching_says_its_cost_first_and_its_bar_ends_at_the_early_stop(monkeyp
                                                   "(checked every 5 epochs)")
     totals = bars[0].totals
     assert epochs < 150 and totals[-1] == epochs and min(totals) < 150 and all(t >= 5 for t in totals)
+
+
+def test_family_offset_keeps_every_cached_models_key(monkeypatch):
+    """The family's offset (once the spec's ``seed`` field) is hashed under its first name:
+    a key computed before the rename, library versions pinned, still comes out."""
+    import transformers
+
+    from r2f_bench.data import Probe
+    from r2f_bench.engine.models import embedded_key
+
+    monkeypatch.setattr(torch, "__version__", "2.0.0")
+    monkeypatch.setattr(transformers, "__version__", "4.0.0")
+    spec = EmbeddedSpec.parse("embedded:llama-h64-l2")
+    facts = [Probe(prompt="Question: Where was Ada born?\nAnswer:", answer="London", set="forget_qa", target="t")]
+    assert spec.family_offset == 1
+    assert embedded_key(spec, facts, ["extra"], seed=1) == "02e975dd9b5b6698"
+    assert embedded_key(spec, facts, ["extra"], seed=1, world=["Ada was born in London."]) == "642ea2406103ce12"

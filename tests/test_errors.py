@@ -288,9 +288,9 @@ def test_nan_edit_is_a_diverged_record_never_perfect_forgetting(tmp_path):
                             model="embedded:mistral-h64-l2", proxy="embedded:mistral-h32-l2"), progress=said.append)
         rec = run.run_target(run.targets[0])
         # a corrupt cached evaluation of the untouched model is set aside and recomputed
-        before = run._untouched(run.targets[0])
-        run.untouched_path(run.targets[0]).write_text('{"scores": ')
-        assert run._untouched(run.targets[0]) == before
+        before = run.evaluator.untouched(run.targets[0])
+        run.evaluator.untouched_path(run.targets[0]).write_text('{"scores": ')
+        assert run.evaluator.untouched(run.targets[0]) == before
         assert any("could not be loaded (JSONDecodeError)" in line for line in said)
     finally:
         reg.unregister("explode-plugin")

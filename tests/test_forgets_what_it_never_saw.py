@@ -49,8 +49,8 @@ def held_out_usr(run: Run, method: Unlearner, control: bool) -> float:
         request = other_request(run, target) if control else run.request(target)
         torch.manual_seed(0)
         edit = method.unlearn(copy.deepcopy(run.model), request, run.ctx)
-        before = run._untouched(target)["scores"]
-        usr, _ = run.headline(target, before, run._evaluate(edit.model, target, forget_only=True))
+        before = run.evaluator.untouched(target)["scores"]
+        usr, _ = run.recorder.headline(target, before, run.evaluator.scores(edit.model, target, forget_only=True))
         values.append(usr or 0.0)
     return sum(values) / len(values)
 

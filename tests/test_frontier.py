@@ -134,10 +134,9 @@ def test_a_method_without_a_knob_is_refused_in_one_line(capsys, tmp_path):
     assert not (tmp_path / "jobs").exists()  # refused before anything ran
 
 
-def test_killed_frontier_resumes_without_duplicates(tmp_path, monkeypatch, capsys):
-    argv = ["frontier", "--runner", "fake_runner", "--methods", "r2f,fullgrad", "--points", "3", "--seeds", "0,1",
+def test_killed_frontier_resumes_without_duplicates(fake_run, tmp_path, monkeypatch, capsys):
+    argv = ["frontier", "--methods", "r2f,fullgrad", "--points", "3", "--seeds", "0,1",
             "--limit", "2", "--refine", "0", "--output", str(tmp_path), "--json", "--quiet"]
-    fake_runner.CALLS.clear()
     monkeypatch.setenv("R2F_FAKE_INTERRUPT_AT", "7")
     assert main(argv) == 130  # killed after 7 targets
     assert len(Store(tmp_path)) == 7
@@ -145,8 +144,8 @@ def test_killed_frontier_resumes_without_duplicates(tmp_path, monkeypatch, capsy
     capsys.readouterr()
     assert main(argv) == 0
     jobs = 2 * (3 + 1) * 2  # methods x (strengths + shipped defaults) x seeds
-    assert len(Store(tmp_path)) == jobs * 2 == len(fake_runner.CALLS)  # each target ran exactly once
-    assert len({(c["label"], c["target"]) for c in fake_runner.CALLS}) == len(fake_runner.CALLS)
+    assert len(Store(tmp_path)) == jobs * 2 == len(fake_run.CALLS)  # each target ran exactly once
+    assert len({(c["label"], c["target"]) for c in fake_run.CALLS}) == len(fake_run.CALLS)
     summary = json.loads(capsys.readouterr().out)  # stdout holds the JSON alone
     assert [m["method"] for m in summary["methods"]] == ["r2f", "fullgrad"]
     assert [p["strength"] for p in summary["methods"][0]["points"]] == [0.0, 0.002, 0.02, 0.2]
@@ -175,9 +174,9 @@ def smooth(failing: str | None = None):
 real_run_target = fake_runner.Run.run_target
 
 
-def test_frontier_refines_to_a_measured_point_near_each_floor(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(fake_runner.Run, "run_target", smooth(failing="t2"))
-    argv = ["frontier", "--runner", "fake_runner", "--methods", "r2f,fullgrad", "--points", "3", "--seeds", "0,1",
+def test_frontier_refines_to_a_measured_point_near_each_floor(fake_run, tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(fake_run.Run, "run_target", smooth(failing="t2"))
+    argv = ["frontier", "--methods", "r2f,fullgrad", "--points", "3", "--seeds", "0,1",
             "--limit", "2", "--output", str(tmp_path), "--json", "--quiet"]
     assert main(argv) == 0
     captured = capsys.readouterr()
@@ -206,7 +205,7 @@ def test_frontier_json_pipes_into_json_tool(tmp_path):
     tests = Path(__file__).parent
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tests), os.environ.get("PYTHONPATH", "")]),
            "OMP_NUM_THREADS": "1"}
-    cmd = (f"{sys.executable} -m r2f_bench frontier --runner fake_runner --methods r2f,fullgrad --baseline fullgrad "
+    cmd = (f"{sys.executable} -m fake_runner frontier --methods r2f,fullgrad --baseline fullgrad "
            f"--points 2 --refine 1 --limit 2 --output {tmp_path} --json --quiet | {sys.executable} -m json.tool")
     done = subprocess.run(cmd, shell=True, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
@@ -244,16 +243,15 @@ def test_tables_flag_a_method_below_its_tuning_floor():
     assert "Below the 90% GUR floor their defaults were tuned for on the dev split (r2f-bench tune): a;" in table1.note
 
 
-def test_variants_of_one_method_are_separate_curves(tmp_path, capsys):
+def test_variants_of_one_method_are_separate_curves(fake_run, tmp_path, capsys):
     """``r2f@decoder=learned`` runs R2F with that parameter beside plain ``r2f``; a
     malformed entry or a bad value is one line before anything runs."""
-    argv = ["frontier", "--runner", "fake_runner", "--methods", "r2f,r2f@decoder=learned", "--points", "2",
+    argv = ["frontier", "--methods", "r2f,r2f@decoder=learned", "--points", "2",
             "--seeds", "0", "--limit", "1", "--refine", "0", "--output", str(tmp_path), "--json", "--quiet"]
-    fake_runner.CALLS.clear()
     assert main(argv) == 0
     summary = json.loads(capsys.readouterr().out)["methods"]
     assert [m["method"] for m in summary] == ["r2f", "r2f@decoder=learned"]
-    decoders = {json.loads(c["label"].split("/")[3]).get("decoder") for c in fake_runner.CALLS}
+    decoders = {json.loads(c["label"].split("/")[3]).get("decoder") for c in fake_run.CALLS}
     assert decoders == {None, "learned"}
     for entry, message in (("r2f@decoder", "error: bad method entry 'r2f@decoder'"),
                            ("r2f@decoder=bogus", "error: parameter 'decoder' of method 'r2f' must be one of")):

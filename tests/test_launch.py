@@ -1,5 +1,6 @@
 """``--launcher submitit``: a sweep's jobs as a job array, through submitit's local executor
-(each task a real process, as on a SLURM node) and a stand-in ``sbatch``; the fake runner."""
+(each task a real process, as on a SLURM node) and a stand-in ``sbatch``; the fake runner, which
+each task unpickles (by reference: it imports tests/fake_runner.py)."""
 
 import json
 import os
@@ -7,19 +8,18 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-import fake_runner
 import pytest
 
 from r2f_bench.cli import main
 from r2f_bench.results.store import Store, record_key
 
 TESTS = Path(__file__).resolve().parent
-SWEEP = ["sweep", "--runner", "fake_runner", "--tasks", "rwku", "--limit", "2", "--launcher", "submitit",
+SWEEP = ["sweep", "--tasks", "rwku", "--limit", "2", "--launcher", "submitit",
          "--slurm-executor", "local", "--quiet"]
 
 
 @pytest.fixture
-def submitit(monkeypatch, tmp_path):
+def submitit(fake_run, monkeypatch, tmp_path):
     """submitit (skip without it); the tasks import the fake runner and log every target they run."""
     pytest.importorskip("submitit")
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS), str(TESTS.parent), os.environ.get("PYTHONPATH", "")]))
@@ -27,7 +27,6 @@ def submitit(monkeypatch, tmp_path):
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     monkeypatch.delenv("R2F_FAKE_REVISION", raising=False)
     monkeypatch.delenv("WORLD_SIZE", raising=False)
-    fake_runner.CALLS.clear()
     return tmp_path / "calls.jsonl"
 
 
@@ -35,14 +34,14 @@ def ran(log: Path) -> list[dict]:
     return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
 
 
-def test_a_sweep_runs_every_target_once_as_an_array(submitit, tmp_path, capsys):
+def test_a_sweep_runs_every_target_once_as_an_array(submitit, fake_run, tmp_path, capsys):
     out = tmp_path / "store"
-    assert main(SWEEP + ["--methods", "r2f,ga", "--seeds", "0,1", "--output", str(out)]) == 0
+    assert main(SWEEP + ["--methods", "r2f,grad_ascent", "--seeds", "0,1", "--output", str(out)]) == 0
     calls = ran(submitit)
     assert len(calls) == 2 * 2 * 2  # methods x seeds x targets
     assert set(Counter((c["label"], c["target"]) for c in calls).values()) == {1}  # no target ran twice
     assert len({c["pid"] for c in calls}) == 4 and os.getpid() not in {c["pid"] for c in calls}  # a task per job
-    assert not fake_runner.CALLS  # nothing ran in the submitting process
+    assert not fake_run.CALLS  # nothing ran in the submitting process
     store = Store(out)
     assert len(store) == 8 and all(record_key(r) == r["key"] for r in store.records())
     assert len((out / "results.jsonl").read_text().splitlines()) == 8  # exported after the array
@@ -52,11 +51,13 @@ def test_a_sweep_runs_every_target_once_as_an_array(submitit, tmp_path, capsys):
 
 
 def test_a_killed_array_resumes_with_only_what_is_missing(submitit, tmp_path, capsys, monkeypatch):
-    out, argv = tmp_path / "store", SWEEP + ["--methods", "ga", "--seeds", "0,1", "--output", str(tmp_path / "store")]
+    out = tmp_path / "store"
+    argv = SWEEP + ["--methods", "grad_ascent", "--seeds", "0,1", "--output", str(out)]
     monkeypatch.setenv("R2F_FAKE_INTERRUPT_AT", "1")  # every task is interrupted (as by a kill) after one target
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err[-1].startswith("error: 2 job(s) failed (ga/rwku/seed0: task ") and "ended without a result" in err[-1]
+    assert err[-1].startswith("error: 2 job(s) failed (grad_ascent/rwku/seed0: task ")
+    assert "ended without a result" in err[-1]
     assert len(ran(submitit)) == len(Store(out)) == 2 and not list((out / "locks").glob("*.lock"))
     monkeypatch.delenv("R2F_FAKE_INTERRUPT_AT")
     assert main(argv) == 0  # the same command again: a new array runs only the missing targets
@@ -65,15 +66,15 @@ def test_a_killed_array_resumes_with_only_what_is_missing(submitit, tmp_path, ca
     assert len(calls) == len(Store(out)) == 4 and set(Counter((c["label"], c["target"]) for c in calls).values()) == {1}
 
 
-def test_frontier_rounds_run_as_arrays(submitit, tmp_path, capsys):
-    argv = ["frontier", "--runner", "fake_runner", "--methods", "r2f", "--points", "2", "--seeds", "0", "--limit", "1",
+def test_frontier_rounds_run_as_arrays(submitit, fake_run, tmp_path, capsys):
+    argv = ["frontier", "--methods", "r2f", "--points", "2", "--seeds", "0", "--limit", "1",
             "--refine", "0", "--output", str(tmp_path / "store"), "--json", "--quiet", "--launcher", "submitit",
             "--slurm-executor", "local"]
     assert main(argv) == 0
     summary = json.loads(capsys.readouterr().out)
     assert [p["strength"] for p in summary["methods"][0]["points"]] == [0.0, 0.002, 0.2]
     calls = ran(submitit)
-    assert len(calls) == 3 and len({c["pid"] for c in calls}) == 3 and not fake_runner.CALLS  # 2 strengths + defaults
+    assert len(calls) == 3 and len({c["pid"] for c in calls}) == 3 and not fake_run.CALLS  # 2 strengths + defaults
 
 
 def test_a_slurm_array_is_one_sbatch_script(submitit, tmp_path, monkeypatch, capsys):
@@ -88,8 +89,8 @@ def test_a_slurm_array_is_one_sbatch_script(submitit, tmp_path, monkeypatch, cap
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     out = tmp_path / "store"
     argv = [a for a in SWEEP if a not in ("--slurm-executor", "local")]
-    assert main(argv + ["--methods", "r2f,ga", "--seeds", "0,1", "--output", str(out), "--slurm-partition", "gpu",
-                        "--slurm-gpus", "1", "--slurm-time", "30", "--slurm-array-parallelism", "2",
+    assert main(argv + ["--methods", "r2f,grad_ascent", "--seeds", "0,1", "--output", str(out), "--slurm-partition",
+                        "gpu", "--slurm-gpus", "1", "--slurm-time", "30", "--slurm-array-parallelism", "2",
                         "--slurm-extra", "account=abc", "--no-wait"]) == 0
     script = (tmp_path / "script.sh").read_text()
     for flag in ("--array=0-3%2", "--partition=gpu", "--gpus-per-node=1", "--time=30", "--account=abc",
@@ -112,7 +113,7 @@ def test_bad_launcher_options_are_one_line(tmp_path, capsys, monkeypatch, extra,
         pytest.importorskip("submitit")
     monkeypatch.setenv("PATH", str(tmp_path))  # no sbatch here
     out = tmp_path / "store"
-    assert main(["sweep", "--runner", "no_such_runner", "--methods", "r2f", "--output", str(out)] + extra) == 2
+    assert main(["sweep", "--methods", "r2f", "--output", str(out)] + extra) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(message), err
     assert not out.exists()  # refused before anything was planned, loaded or submitted
@@ -122,7 +123,7 @@ def test_bad_launcher_options_are_one_line(tmp_path, capsys, monkeypatch, extra,
 def test_missing_submitit_names_the_extra(tmp_path, capsys, monkeypatch, command):
     monkeypatch.setitem(sys.modules, "submitit", None)  # `import submitit` raises ImportError
     out = tmp_path / "store"
-    assert main([command, "--runner", "no_such_runner", "--methods", "r2f", "--output", str(out),
+    assert main([command, "--methods", "r2f", "--output", str(out),
                  "--launcher", "submitit"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["error: --launcher submitit needs the submitit package, which is not installed; "

@@ -92,7 +92,7 @@ def test_sigterm_keeps_and_exports_what_is_done_removes_scratch_and_locks_and_ex
 
     out = tmp_path / "out"
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent), "R2F_FAKE_SIGTERM_AT": "2"}
-    argv = [sys.executable, "-m", "r2f_bench", "sweep", "--runner", "fake_runner", "--methods", "r2f",
+    argv = [sys.executable, "-m", "fake_runner", "sweep", "--methods", "r2f",
             "--tasks", "rwku", "--output", str(out), "--quiet"]
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 143
@@ -108,24 +108,31 @@ def test_sigterm_keeps_and_exports_what_is_done_removes_scratch_and_locks_and_ex
 # -- 2. cache entries validated by shape -------------------------------------------
 @pytest.fixture
 def light_run(tmp_path, monkeypatch):
-    """A Run on the string sample whose evaluations are stand-ins (no model is built)."""
+    """A Run on the string sample whose model and evaluations are stand-ins (no model is built)."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from r2f_bench.engine import evaluate
     from r2f_bench.engine.config import RunConfig
     from r2f_bench.engine.run import Run
+    from r2f_bench.engine.weights import Weights
     from r2f_bench.tasks.rwku import SAMPLE_DIR
 
     monkeypatch.setenv("R2F_BENCH_CACHE", str(tmp_path / "cache"))
     said: list[str] = []
     run = Run(RunConfig(method="fullgrad", task="rwku", data_dir=str(SAMPLE_DIR), limit=1, output=str(tmp_path / "out")),
               progress=said.append)
-    run.model, run.tokenizer, run.model_label, run.model_info, run.said, run.evaluations = None, None, "stand-in", {}, said, []
-    run._state = "untouched"  # the stand-in model is never edited, so never put back
+    run.model, run.tokenizer, run.device, run.said, run.evaluations = torch.nn.Linear(1, 1), None, torch.device("cpu"), said, []
+    run.weights = Weights(run.model, run.out_dir, run.config.method)
+    run.evaluator = evaluate.Evaluator(run, SimpleNamespace(label="stand-in", info={}, tokenizer=None), run.weights)
 
-    def evaluate(model, target, forget_only=False):
+    def scores(model, target, forget_only=False):
         run.evaluations.append(forget_only)
-        return {s: [{"answered": 1.0} for _ in ps] for s, ps in run._probe_sets(target, forget_only).items()}
+        return {s: [{"answered": 1.0} for _ in ps] for s, ps in run.probe_sets(target, forget_only).items()}
 
-    monkeypatch.setattr(run, "_evaluate", evaluate)
-    monkeypatch.setattr(run, "_attacked", lambda model, data: None)
+    monkeypatch.setattr(run.evaluator, "scores", scores)
+    monkeypatch.setattr(evaluate, "finetune", lambda *a, **kw: None)  # RAP's attack changes nothing
     monkeypatch.setattr(run.task, "extra_scores", lambda *a: {})
     return run
 
@@ -135,9 +142,9 @@ def light_run(tmp_path, monkeypatch):
                          ids=["empty object", "array", "scores a number", "rows not objects"])
 def test_wrong_shape_cache_entries_are_set_aside_and_rebuilt(kind, entry, light_run):
     run, target = light_run, light_run.targets[0]
-    read = (lambda: run._untouched(target)) if kind == "untouched" else (lambda: run._control(target, []))
+    read = (lambda: run.evaluator.untouched(target)) if kind == "untouched" else (lambda: run.evaluator.control(target, []))
     first = read()
-    (path,) = [p for p in run.untouched_path(target).parent.glob("*.json") if ("attack" in p.name) == (kind == "attack")]
+    (path,) = [p for p in run.evaluator.untouched_path(target).parent.glob("*.json") if ("attack" in p.name) == (kind == "attack")]
     path.write_text(json.dumps(entry))
     assert read() == first and len(run.evaluations) == 2  # rebuilt, never trusted
     assert len(list(path.parent.glob("*.corrupt-*"))) == 1
@@ -207,7 +214,7 @@ def test_a_descending_seed_range_names_the_fix():
 def test_threads_above_the_cores_are_capped_with_one_warning(monkeypatch):
     import os
 
-    from r2f_bench.engine.run import capped_threads
+    from r2f_bench.engine.plan import capped_threads
 
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
     said: list[str] = []
@@ -220,11 +227,12 @@ def _locked_key(tmp_path: Path) -> tuple[list, str]:
     """A one-target job of the fake runner and its store key."""
     import fake_runner
 
+    from r2f_bench.engine.config import RunConfig
     from r2f_bench.results.store import job_key
     from r2f_bench.results.sweep import plan
 
     jobs = plan(["r2f"], ["rwku"], [0], limit=1, output=str(tmp_path))
-    run = fake_runner.Run(fake_runner.RunConfig(**jobs[0].fields))
+    run = fake_runner.Run(RunConfig(**jobs[0].fields))
     return jobs, job_key(run.config.to_dict(), "t1", run.data_revision(), run.versions(), run.resolved_params())
 
 
@@ -243,11 +251,11 @@ def test_a_locked_job_stops_a_plain_run_naming_the_other_process_and_a_sweep_ski
     lock.write_text(f"{socket.gethostname()} {os.getppid()}")  # a live process of this host
     holder = f"host {socket.gethostname()} pid {os.getppid()}"
     with pytest.raises(UserError) as plain:
-        execute(jobs, str(tmp_path), runner=fake_runner, process=(0, 1), replace=True, progress=lambda m: None)
+        execute(jobs, str(tmp_path), runner=fake_runner.Run, process=(0, 1), replace=True, progress=lambda m: None)
     assert str(plain.value) == (f"t1 of this run ({key[:12]}) is being run by another process ({holder}); wait for it "
                                 f"to finish, or remove {lock} if that process is gone.")
     said: list[str] = []
-    report = execute(jobs, str(tmp_path), runner=fake_runner, process=(0, 1), progress=said.append)
+    report = execute(jobs, str(tmp_path), runner=fake_runner.Run, process=(0, 1), progress=said.append)
     assert report.skipped == 1 and f"  t1: running in another process ({holder}) ({key[:12]})" in said
     assert lock.exists() and not Store(tmp_path).done(key)
 
@@ -281,20 +289,17 @@ def test_a_lock_that_cannot_be_written_is_removed_never_left_empty(tmp_path, mon
 def test_what_unlearn_returns_is_checked_as_it_returns(returned, message, light_run, monkeypatch):
     from types import SimpleNamespace
 
-    import torch
-
     from r2f_bench.errors import UserError
 
     run = light_run
-    run.model, run.device, run.ctx = torch.nn.Linear(1, 1), torch.device("cpu"), None
-    run._keep_weights()
-    run._reference = []  # identity alignment's reference, which needs a tokenizer
+    run.ctx = None
     run.method = SimpleNamespace(unlearn=lambda model, request, ctx: returned(model),
                                  diagnostics=lambda model, request, ctx: {})
     monkeypatch.setattr(run, "prepare", lambda: None)
     monkeypatch.setattr(run, "request", lambda target: None)
-    monkeypatch.setattr(run, "_attack_data", lambda request: [])
-    monkeypatch.setattr(run, "_control", lambda target, data: {})
+    monkeypatch.setattr(run.evaluator, "reference", lambda: [])  # identity alignment's, which needs a tokenizer
+    monkeypatch.setattr(run.evaluator, "attack_data", lambda request: [])
+    monkeypatch.setattr(run.evaluator, "control", lambda target, data: {})
     with pytest.raises(UserError) as exc:
         run.run_target(run.targets[0])
     assert str(exc.value) == message and run.evaluations == [False]  # nothing evaluated after the edit

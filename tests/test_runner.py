@@ -78,8 +78,8 @@ def test_sequential_deletions_start_from_the_previous_result(tmp_path):
     # the second target's untouched scores (computed mid-sequence) are the untouched model's
     reference = copy.deepcopy(run.model)
     reference.load_state_dict(untouched)
-    cached = json.loads(run.untouched_path(run.targets[1]).read_text())
-    assert cached["scores"] == run._evaluate(reference, run.targets[1])
+    cached = json.loads(run.evaluator.untouched_path(run.targets[1]).read_text())
+    assert cached["scores"] == run.evaluator.scores(reference, run.targets[1])
 
 
 def weights(model: torch.nn.Module) -> dict[str, torch.Tensor]:
@@ -213,10 +213,10 @@ def test_gur_is_na_below_the_utility_floor_with_one_warning(tmp_path):
     said: list[str] = []
     run = Run(RunConfig(method="fullgrad", task="rwku", data_dir=str(SAMPLE_DIR), limit=1, output=str(tmp_path)),
               progress=said.append)
-    assert run.gur(2.0, 19.1) is None and run.gur(MIN_UTILITY / 2, 0.0) is None
+    assert run.recorder.gur(2.0, 19.1) is None and run.recorder.gur(MIN_UTILITY / 2, 0.0) is None
     assert [m for m in said if "GUR" in m] == ["warning: the untouched model scores 2.0% on the utility set, below "
                                                "the 5% floor: GUR, a ratio to it, is n/a in this run's records"]
-    assert run.gur(50.0, 45.0) == 90.0 and retention(MIN_UTILITY, 10.0, MIN_UTILITY) == 200.0
+    assert run.recorder.gur(50.0, 45.0) == 90.0 and retention(MIN_UTILITY, 10.0, MIN_UTILITY) == 200.0
     assert retention(0.0, 10.0) is None
 
 

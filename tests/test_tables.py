@@ -74,7 +74,7 @@ def test_bootstrap_interval_covers_the_mean_at_its_stated_rate():
     hits = 0
     for i in range(200):
         values = [rng.gauss(10.0, 3.0) for _ in range(30)]
-        stat = summarize(values, seed=i)
+        stat = summarize(values, bootstrap_seed=i)
         hits += stat.lo <= 10.0 <= stat.hi
     assert 0.88 <= hits / 200 <= 0.99
     same = [5.0] * 4

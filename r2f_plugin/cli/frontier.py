@@ -20,7 +20,7 @@ from ..results.plots import plot_frontier
 from ..plugins import registry
 from ..results.render import FORMATS, render, stat_json
 from ..results.store import Store
-from ..results.sweep import DEFAULT_RUNNER, Job, SweepReport, execute, expand, load_runner, parse_seeds, split_list
+from ..results.sweep import Job, SweepReport, execute, expand, parse_seeds, split_list
 from ..results.tables import Column, Provenance, Table, taught_strings
 from ..unlearner import method_variant
 from .options import add_json_option, add_run_options, json_stdout, print_json, run_config, say
@@ -100,13 +100,13 @@ class Runs:
     remembering every job's keys and every failed job."""
 
     def __init__(self, args: argparse.Namespace, launch: Any = None) -> None:
-        self.args, self.runner, self.launch = args, load_runner(args.runner), launch
+        self.args, self.launch = args, launch
         self.keys: dict[str, list[str]] = {}
         self.failed: list[str] = []
 
     def __call__(self, jobs: list[Job]) -> SweepReport:
         report = self.launch(jobs) if self.launch is not None else \
-            execute(jobs, self.args.output, runner=self.runner, keep_going=self.args.keep_going, progress=say(self.args))
+            execute(jobs, self.args.output, keep_going=self.args.keep_going, progress=say(self.args))
         if report.failed and not self.args.keep_going:  # (only an array gets here: its tasks run independently)
             raise UserError(f"{len(report.failed)} job(s) failed ({'; '.join(report.failed)}); fix and re-run the "
                             f"same command to resume, or pass --keep-going to count their targets as failures.")
@@ -347,5 +347,4 @@ def add_parser(subparsers: Any) -> None:
                    help="run the remaining jobs when one fails (its targets count as failures)")
     add_json_option(p, "every method's points, summaries, paired differences and tiers")
     add_launcher_options(p, no_wait=False)  # each round's jobs as one array; the rounds read the store in between
-    p.add_argument("--runner", default=DEFAULT_RUNNER, help=argparse.SUPPRESS)
     p.set_defaults(func=frontier_command, output="r2f-frontier")

@@ -12,12 +12,10 @@ from typing import Any
 from ..engine.distributed import process_state, release_process_group
 from ..errors import UserError
 from ..results.launch import add_launcher_options, launcher
-from ..engine.models import DEVICE_MAPS, DTYPES
 from ..results.store import Store
-from ..results.sweep import (ABLATION_METHOD, ABLATIONS, DEFAULT_OUTPUT, DEFAULT_RUNNER, execute, expand, load_runner,
-                     parse_seeds, plan, process_tag, shard, split_list)
-from ..unlearner import parse_assignments
-from .options import add_quiet_option, say
+from ..results.sweep import (ABLATION_METHOD, ABLATIONS, execute, expand, parse_seeds, plan, process_tag, shard,
+                             split_list)
+from .options import add_quiet_option, add_sweep_run_options, run_values, say
 
 
 def _add_arguments(p: argparse.ArgumentParser) -> None:
@@ -28,30 +26,11 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ablation", choices=ABLATIONS, default=None,
                    help="paper ablation preset: rank (LoRA rank 2,4,8,12,16), views (1-8), "
                         "transfer (target models × proxies)")
-    p.add_argument("--model", default=None, help="target model(s), comma-separated (default: the embedded model)")
-    p.add_argument("--proxy", default=None, help="proxy model(s), comma-separated (default: the embedded proxy)")
-    p.add_argument("--set", dest="assignments", action="append", default=[], metavar="NAME=VALUE",
-                   help="method hyper-parameter override, repeatable")
-    p.add_argument("--views", type=int, default=None, help="paraphrase views per request (default: the runner's)")
-    p.add_argument("--data-dir", default=None, help="benchmark data in its official layout (default: bundled sample)")
-    p.add_argument("--targets", default=None, help="comma-separated target ids or names")
-    p.add_argument("--limit", type=int, default=None, help="evaluate only the first N targets")
-    p.add_argument("--paraphraser", default=None, help="benchmark, templates, self, or hf:<seq2seq model> (default: the runner's)")
-    p.add_argument("--dev-targets", type=int, default=None, help="held-out targets for fitting (default: the runner's)")
-    p.add_argument("--forget-source", default=None, help="the task's kind of deletion request (RWKU: corpus or probes; default: the task's)")
-    p.add_argument("--retain-items", type=int, default=None, help="retain items per request (default: the runner's, 64)")
-    p.add_argument("--threads", type=int, default=None, help="CPU threads per process (default: the cores shared among processes)")
-    p.add_argument("--trust-remote-code", action="store_true", help="allow custom model code from the hub")
-    p.add_argument("--dtype", choices=DTYPES, help="weights of the target and proxy (default float32)")
-    p.add_argument("--device-map", choices=DEVICE_MAPS, help="spread each target over the available devices (Accelerate)")
-    p.add_argument("--output", default=DEFAULT_OUTPUT, help=f"results store directory (default {DEFAULT_OUTPUT})")
+    add_sweep_run_options(p)
     p.add_argument("--keep-going", action="store_true", help="run the remaining jobs when one fails")
     p.add_argument("--dry-run", action="store_true", help="print the plan and this process's share; run nothing")
     add_quiet_option(p)
     add_launcher_options(p)
-    p.add_argument("--runner", default=DEFAULT_RUNNER,
-                   help="module implementing the runner API (RunConfig, Run), which then also checks method "
-                        "and task names; for tests and custom pipelines (default %(default)s)")
 
 
 def sweep_command(args: argparse.Namespace) -> None:
@@ -62,16 +41,10 @@ def sweep_command(args: argparse.Namespace) -> None:
         methods = [ABLATION_METHOD] if args.ablation else ["all"]
     else:
         methods = split_list(args.methods)
-    check = args.runner == DEFAULT_RUNNER
-    jobs = plan(expand(methods, "method", check=check), expand(split_list(args.tasks), "task", check=check),
-                parse_seeds(args.seeds),
-                ablation=args.ablation, models=split_list(args.model) or [None],
-                proxies=split_list(args.proxy) or [None], params=parse_assignments(args.assignments),
-                views=args.views, data_dir=args.data_dir, targets=split_list(args.targets) or None,
-                limit=args.limit, output=args.output, paraphraser=args.paraphraser, dev_targets=args.dev_targets,
-                forget_source=args.forget_source, retain_items=args.retain_items, threads=args.threads,
-                trust_remote_code=args.trust_remote_code or None, dtype=args.dtype, device_map=args.device_map)
-    runner = None if args.dry_run else load_runner(args.runner)
+    given = run_values(args, sweep=True)
+    jobs = plan(expand(methods, "method"), expand(split_list(args.tasks), "task"), parse_seeds(args.seeds),
+                ablation=args.ablation, models=given.pop("model", None) or [None],
+                proxies=given.pop("proxy", None) or [None], **given)
     if launch is not None:
         return submit_sweep(args, launch, jobs)
 
@@ -84,7 +57,7 @@ def sweep_command(args: argparse.Namespace) -> None:
                 print(f"{n:4d} {'*' if job.label in share else ' '} {job.label}")
             print(f"{len(jobs)} jobs planned; * = taken by process {process[0] + 1} of {process[1]}")
             return
-        report = execute(jobs, args.output, runner=runner, process=process, keep_going=args.keep_going,
+        report = execute(jobs, args.output, process=process, keep_going=args.keep_going,
                          progress=say(args))
     finally:
         release_process_group()

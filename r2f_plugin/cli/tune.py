@@ -7,9 +7,8 @@ from typing import Any
 
 from ..plugins import registry
 from ..results.store import Store
-from ..results.sweep import DEFAULT_RUNNER, Job, execute, load_runner, parse_seeds, split_list
+from ..results.sweep import Job, execute, parse_seeds, split_list
 from ..results.tune import DEFAULT_MIN_GUR, choose, grid_points, parse_grid, refinement, render, summarize
-from ..unlearner import parse_assignments
 from .options import add_json_option, add_run_options, json_stdout, print_json, run_config, say
 
 
@@ -22,10 +21,9 @@ def tune_command(args: argparse.Namespace) -> None:
 
 def search(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Search every method, print each search's table; the searches as JSON objects."""
-    runner = load_runner(args.runner)
-    plans = []  # (method, class, grid points): all checked before anything runs
+    plans = []  # (method, class, run configuration, grid points): all checked before anything runs
     for method in split_list(args.method):
-        cls = registry().method(method)
+        cls, base = registry().method(method), run_config(args, method, args.task)
         if args.grid:
             points = grid_points(parse_grid(args.grid))
         elif cls.strength is not None:
@@ -33,17 +31,16 @@ def search(args: argparse.Namespace) -> list[dict[str, Any]]:
         else:
             points = grid_points(dict(cls.search_space)) or [{}]
         for point in points:
-            cls.parse_params({**parse_assignments(args.params), **point})  # a bad name or value fails here
-        plans.append((method, cls, points))
+            cls.parse_params({**base.params, **point})  # a bad name or value fails here
+        plans.append((method, cls, base, points))
     results = []
-    for method, cls, points in plans:
-        base = run_config(args, method, args.task)
+    for method, cls, base, points in plans:
         store = Store(args.output)
 
         def evaluate(point: dict[str, str]) -> tuple[dict[str, str], dict]:
             fields = {**base.to_dict(), "split": "dev", "params": {**base.params, **point}}
             jobs = [Job({**fields, "seed": seed}) for seed in parse_seeds(args.seeds)]
-            keys = execute(jobs, args.output, runner=runner, process=(0, 1), progress=say(args)).keys
+            keys = execute(jobs, args.output, process=(0, 1), progress=say(args)).keys
             return point, summarize([r for r in map(store.get, keys) if r is not None])
 
         rows = [evaluate(point) for point in points]
@@ -78,6 +75,5 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--min-gur", type=float, default=DEFAULT_MIN_GUR,
                    help=f"utility floor of the selection rule, in %% (default {DEFAULT_MIN_GUR:g})")
     add_json_option(p, "every search (its rows, the rule and the chosen setting)")
-    p.add_argument("--runner", default=DEFAULT_RUNNER, help=argparse.SUPPRESS)
     p.set_defaults(func=tune_command, output="r2f-tune")
     return p

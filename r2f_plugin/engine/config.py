@@ -1,19 +1,68 @@
-"""A run's configuration: everything that determines its results, with each count
-option's range."""
+"""A run's configuration: everything that determines its results.
+
+Each field that is also a command-line option declares that option once, in its
+metadata (:func:`option`): help, and where they apply its flag, choices, range and how
+its text parses. :data:`OPTIONS` completes each from its field (name, type, default);
+the commands' parsers (:mod:`r2f_bench.cli.options`) and :func:`check_bounds` are
+made from it.
+"""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Any
+import types
+import typing
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
+from typing import Any, Callable, Literal
 
 from ..errors import UserError
+from ..unlearner import parse_assignments
 
 SPLITS = ("eval", "dev")
+DTYPES = ("float32", "bfloat16", "float16")
+DEVICE_MAPS = ("auto", "balanced", "balanced_low_0", "sequential")  # Accelerate's placement strategies
+FAMILIES = ("mistral", "llama", "gpt2")  # embedded model families (transformers model types)
 MAX_VIEWS = 64  # views per fact: the paper uses 5, the views ablation 1-8
 MAX_SEED = 2**32 - 1  # every generator seeded from --seed (torch, numpy, random) accepts it
-# option -> (RunConfig field, least, most (None: unbounded))
-BOUNDS = {"--seed": ("seed", 0, MAX_SEED), "--views": ("views", 1, MAX_VIEWS), "--dev-targets": ("dev_targets", 0, None),
-          "--retain-items": ("retain_items", 0, None), "--limit": ("limit", 1, None), "--threads": ("threads", 1, None)}
+
+# How ``r2f-bench sweep`` takes an option: "one" value for every job (unset: the run's
+# default), "each" of several comma-separated values in jobs of their own, or "kept": the
+# run's default when unset, because the sweep reads the value itself.
+SweepForm = Literal["one", "each", "kept"]
+
+
+def names(text: str | None) -> list[str] | None:
+    """A comma-separated option as a list (``None`` when unset or empty)."""
+    return [n.strip() for n in text.split(",") if n.strip()] or None if text else None
+
+
+@dataclass(frozen=True)
+class Option:
+    """The command-line option of a :class:`RunConfig` field. The declared part: ``help``
+    (``%(default)s`` names the default), ``flag`` (default ``--<field-name>``), ``metavar``,
+    ``choices``, the range of a count (``least``, ``most``; see :func:`check_bounds`),
+    ``parse`` (the given text, a list of texts when ``repeatable``, to the field's value),
+    ``evaluation_only`` (only for commands that evaluate) and ``sweep`` (its
+    :data:`SweepForm`; ``None``: not a sweep option). ``name``, ``kind`` (int, float, str
+    or bool) and ``default`` come from the field."""
+
+    help: str
+    flag: str = ""
+    metavar: str | None = None
+    choices: tuple[str, ...] | None = None
+    least: int | None = None
+    most: int | None = None
+    parse: Callable[[Any], Any] | None = None
+    repeatable: bool = False
+    evaluation_only: bool = False
+    sweep: SweepForm | None = "one"
+    name: str = ""
+    kind: type = str
+    default: Any = None
+
+
+def option(help: str, **declared: Any) -> dict[str, Option]:
+    """A field's metadata declaring its command-line option (see :class:`Option`)."""
+    return {"option": Option(help, **declared)}
 
 
 @dataclass
@@ -22,41 +71,94 @@ class RunConfig:
 
     method: str
     task: str
-    seed: int = 0
-    model: str = "embedded"
-    proxy: str = "embedded-proxy"
-    data_dir: str | None = None
-    targets: list[str] | None = None
-    limit: int | None = None
-    params: dict[str, str] = field(default_factory=dict)
-    views: int = 5
-    paraphraser: str = "benchmark"
-    dev_targets: int = 2
-    forget_source: str | None = None  # the task's kind of deletion request (None: its default)
-    retain_items: int = 64  # retain items per request, sampled with the seed (the same number in both splits)
+    seed: int = field(default=0, metadata=option(
+        "replicate: sets the embedded models' initialisation and teaching, LoRA init, views and retain sample",
+        least=0, most=MAX_SEED, sweep=None))
+    model: str = field(default="embedded", metadata=option(
+        "the model to edit: hub name, local path, or embedded[:family-hH-lL] (default: the embedded demo model)", sweep="each"))
+    proxy: str = field(default="embedded-proxy", metadata=option(
+        "proxy model, for methods that use one (R2F's decoder): hub name, local path, or embedded:family-hH-lL",
+        sweep="each"))
+    data_dir: str | None = field(default=None, metadata=option(
+        "benchmark data in its official layout: a local folder, or hf:<owner>/<dataset> to download it "
+        "(default: for RWKU the synthetic knowledge world, for the others their bundled sample)"))
+    targets: list[str] | None = field(default=None, metadata=option("comma-separated target ids or names", parse=names))
+    limit: int | None = field(default=None, metadata=option("number of evaluation targets (default 3)", least=1))
+    params: dict[str, str] = field(default_factory=dict, metadata=option(
+        "override a method hyper-parameter (repeatable); see `r2f-bench methods`", flag="--set", metavar="NAME=VALUE",
+        parse=parse_assignments, repeatable=True))
+    views: int = field(default=5, metadata=option(
+        "views per fact: the fact as asked plus paraphrases (default %(default)s, as in the paper)",
+        least=1, most=MAX_VIEWS))
+    paraphraser: str = field(default="benchmark", metadata=option(
+        "benchmark (its own alternative probes, then templates; default), templates, self, or hf:<seq2seq model>"))
+    dev_targets: int = field(default=2, metadata=option(
+        "targets held out for fitting and tuning, never evaluated (default %(default)s)", least=0))
+    forget_source: str | None = field(default=None, metadata=option(  # None: the task's default
+        "what the deletion request holds, where the task offers a choice (RWKU: corpus, the target's forget corpus, "
+        "default; probes, its FB cloze facts); see docs/tasks.md"))
+    retain_items: int = field(default=64, metadata=option(  # the same number in both splits
+        "retain items each request carries, sampled with --seed (default %(default)s)", least=0))
     rap_steps: int = 5
     rap_lr: float = 1e-3
-    output: str = "r2f-output"
-    trust_remote_code: bool = False
-    split: str = "eval"  # "dev": evaluate the dev targets instead (hyper-parameter search)
-    sequential: bool = False  # apply the targets' deletions one after another to one model
-    save_model: str | None = None  # write each unlearned model to <save_model>/<target>/
-    threads: int | None = None  # CPU intra-op threads (None: see distributed.cpu_threads); not part of any key
-    dtype: str = "float32"  # the target's and proxy's weights (embedded models are taught in float32, then cast)
-    device_map: str | None = None  # spread the target over the available devices (Accelerate); not part of any key
-    target_modules: list[str] | None = None  # linear layers methods adapt or step (None: the architecture's default)
+    output: str = field(default="r2f-output", metadata=option(
+        "results directory: one record per target in jobs/, exported to results.jsonl (default: %(default)s/)",
+        sweep="kept"))
+    trust_remote_code: bool = field(default=False, metadata=option(
+        "allow custom model code from the hub (off by default)"))
+    split: str = field(default="eval", metadata=option(
+        "targets to unlearn: the evaluation targets (default) or the dev targets (hyper-parameter search)",
+        choices=SPLITS, evaluation_only=True, sweep=None))
+    sequential: bool = field(default=False, metadata=option(
+        "apply the targets' deletions one after another to the same model (MUSE's sustainability)",
+        evaluation_only=True, sweep=None))
+    save_model: str | None = field(default=None, metadata=option(
+        "write each unlearned model to DIR/<target>/ (safetensors), e.g. for lm_eval", metavar="DIR",
+        evaluation_only=True, sweep=None))
+    threads: int | None = field(default=None, metadata=option(  # None: see distributed.cpu_threads; in no key
+        "CPU threads per process (default: OMP_NUM_THREADS, else the cores shared among the run's processes); pin it "
+        "when you compare seconds", least=1))
+    dtype: str = field(default="float32", metadata=option(  # embedded models are taught in float32, then cast
+        "weights of the model and proxy (default %(default)s)", choices=DTYPES))
+    device_map: str | None = field(default=None, metadata=option(  # not part of any key
+        "spread the model over the available GPUs, then CPU, with Accelerate (for models larger than one device)",
+        choices=DEVICE_MAPS))
+    target_modules: list[str] | None = field(default=None, metadata=option(  # None: the architecture's default
+        "comma-separated linear layers the methods adapt or step, for architectures other than Llama/Mistral/GPT-2 "
+        "(e.g. query_key_value,dense; default: the architecture's own, q_proj,...,down_proj)", metavar="NAMES",
+        parse=names, sweep=None))
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
+def _options() -> dict[str, Option]:
+    """Every declared option, completed with its field's name, flag, kind and default."""
+    hints = typing.get_type_hints(RunConfig)
+    options = {}
+    for f in fields(RunConfig):
+        if "option" not in f.metadata:
+            continue
+        hint = hints[f.name]
+        if typing.get_origin(hint) in (typing.Union, types.UnionType):  # X | None: X
+            hint = next(a for a in typing.get_args(hint) if a is not type(None))
+        declared: Option = f.metadata["option"]
+        options[f.name] = replace(declared, name=f.name, flag=declared.flag or "--" + f.name.replace("_", "-"),
+                                  kind=typing.get_origin(hint) or hint,
+                                  default=f.default_factory() if f.default is MISSING else f.default)
+    return options
+
+
+OPTIONS = _options()  # RunConfig field -> its command-line option, in field order
+
+
 def check_bounds(config: RunConfig) -> None:
-    """One line for a count option outside its range (:data:`BOUNDS`)."""
-    for option, (field_name, least, most) in BOUNDS.items():
-        value = getattr(config, field_name)
+    """One line for a count option outside its range (:attr:`Option.least`, :attr:`Option.most`)."""
+    for opt in OPTIONS.values():
+        value = getattr(config, opt.name)
         if value is None:
             continue
-        if value < least:
-            raise UserError(f"{option} must be at least {least}, got {value}.")
-        if most is not None and value > most:
-            raise UserError(f"{option} must be at most {most}, got {value}.")
+        if opt.least is not None and value < opt.least:
+            raise UserError(f"{opt.flag} must be at least {opt.least}, got {value}.")
+        if opt.most is not None and value > opt.most:
+            raise UserError(f"{opt.flag} must be at most {opt.most}, got {value}.")

@@ -4,8 +4,8 @@ in-process evaluation of a model on probe sets.
 A probe set reaches lm-eval in one of two ways, both through the YAML's
 ``custom_dataset`` hook (:func:`load_probe_dataset`):
 
-* in a run, the runner writes the probes of one target to a JSONL file and passes
-  its path as ``probes_file`` metadata;
+* in a run, :func:`evaluate_probes` writes the probes of one target to a JSONL file
+  and passes its path as ``probes_file`` metadata;
 * from the ``lm_eval`` command line, ``--metadata '{"data_dir": ..., "targets": [...]}'``
   makes the task's own loader read the official layout.
 """
@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import json
 import logging
+from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
-from unittest import mock
+from typing import Any, Iterator
 
 import torch
 
@@ -81,6 +81,27 @@ def quiet_hflm() -> type:
     return QuietHFLM
 
 
+@contextmanager
+def no_git_hash() -> Iterator[None]:
+    """Within the block, lm-eval's ``simple_evaluate`` records no git hash (``None``).
+
+    ``simple_evaluate`` always stamps its results with the working directory's hash from
+    ``git describe``, which prints "fatal: not a git repository" outside a checkout; for an
+    in-memory model that hash means nothing. lm-eval (0.4) has no option to skip it, and
+    its lower-level ``evaluate`` (which skips it) would mean repeating ``simple_evaluate``'s
+    seeding and task set-up, so ``lm_eval.evaluator.get_git_commit_hash``, the name
+    ``simple_evaluate`` calls, is replaced for the block and restored after it.
+    """
+    import lm_eval.evaluator as evaluator
+
+    original = evaluator.get_git_commit_hash
+    evaluator.get_git_commit_hash = lambda: None
+    try:
+        yield
+    finally:
+        evaluator.get_git_commit_hash = original
+
+
 def evaluate_probes(model: torch.nn.Module, tokenizer: Any, task: Any, probes: dict[str, list[Probe]],
                     workdir: Path, batch_size: int = 32) -> dict[str, list[dict[str, float]]]:
     """Evaluate ``model`` on each probe set through lm-eval; per-probe metric dicts, in probe order."""
@@ -97,10 +118,7 @@ def evaluate_probes(model: torch.nn.Module, tokenizer: Any, task: Any, probes: d
     lm = quiet_hflm()(pretrained=model, tokenizer=tokenizer, batch_size=batch_size,
                       device=str(next(model.parameters()).device))
     was_training = model.training
-    # simple_evaluate records the working directory's git hash with `git describe`, which
-    # prints "fatal: not a git repository" outside a checkout; for an in-memory model
-    # that hash means nothing, so the probe is skipped.
-    with mock.patch("lm_eval.evaluator.get_git_commit_hash", return_value=None):
+    with no_git_hash():
         out = simple_evaluate(lm, tasks=list(names), task_manager=manager, log_samples=True,
                               bootstrap_iters=0, verbosity="ERROR")
     model.train(was_training)

@@ -23,6 +23,7 @@ import torch
 
 from ..atomic import atomic_dir, set_aside
 from ..cache import cache_root
+from .config import DTYPES, FAMILIES
 from ..data import Probe
 from ..training.encoding import MAX_LENGTH
 from ..errors import UserError
@@ -42,7 +43,6 @@ WORLD_LR = 3e-3
 CHECK_ITEMS = 200
 
 
-FAMILIES = ("mistral", "llama", "gpt2")
 
 
 @dataclass(frozen=True)
@@ -55,15 +55,21 @@ class EmbeddedSpec:
     heads: int = 4
     kv_heads: int = 2
     intermediate: int = 384
-    # Each family starts from its own initialisation (mistral 0, llama 1, gpt2 2): at
-    # these sizes a Mistral and a Llama config define the same network (Mistral's
-    # sliding window never binds within 256 tokens), so one seed would make the two
-    # "families" bit-identical and a Mistral-to-Llama transfer cell meaningless.
-    seed: int = 0
+    # Each family starts from its own initialisation, this offset (mistral 0, llama 1,
+    # gpt2 2) added to the run seed's by init_seed: at these sizes a Mistral and a Llama
+    # config define the same network (Mistral's sliding window never binds within 256
+    # tokens), so one initialisation would make the two "families" bit-identical and a
+    # Mistral-to-Llama transfer cell meaningless.
+    family_offset: int = 0
 
     @property
     def label(self) -> str:
         return f"embedded:{self.family}-h{self.hidden}-l{self.layers}"
+
+    def cache_fields(self) -> dict[str, Any]:
+        """The fields as cache keys hash them and ``r2f_info.json`` records them."""
+        # family_offset was first named seed: hashed under that name, every cached model keeps its key
+        return {"seed" if k == "family_offset" else k: v for k, v in asdict(self).items()}
 
     @classmethod
     def parse(cls, text: str) -> "EmbeddedSpec":
@@ -80,11 +86,11 @@ class EmbeddedSpec:
             raise UserError(f"unknown embedded family {family!r}; choose one of {', '.join(FAMILIES)}.")
         heads = max(2, hidden // 32)
         return cls(family=family, hidden=hidden, layers=layers, heads=heads, kv_heads=max(1, heads // 2),
-                   intermediate=3 * hidden, seed=FAMILIES.index(family))
+                   intermediate=3 * hidden, family_offset=FAMILIES.index(family))
 
 
 # the embedded default is small enough to learn the knowledge world in minutes on a CPU
-DEFAULT_TARGET = EmbeddedSpec.parse("embedded:mistral-h64-l2")
+DEFAULT_MODEL = EmbeddedSpec.parse("embedded:mistral-h64-l2")
 DEFAULT_PROXY = EmbeddedSpec.parse("embedded:mistral-h32-l2")
 
 
@@ -122,8 +128,8 @@ def build_tokenizer(texts: Sequence[str]):
 
 def init_seed(spec: EmbeddedSpec, run_seed: int) -> int:
     """The seed of an embedded model's initialisation and teaching order: the family's
-    own seed for run seed 0, a different one for every other run seed (replicates)."""
-    return spec.seed + 7919 * run_seed
+    offset for run seed 0, a different one for every other run seed (replicates)."""
+    return spec.family_offset + 7919 * run_seed
 
 
 def build_model(spec: EmbeddedSpec, tokenizer: Any, run_seed: int = 0) -> torch.nn.Module:
@@ -193,7 +199,7 @@ def embedded_model(spec: EmbeddedSpec, facts: Sequence[Probe], extra_texts: Sequ
     else:
         progress(f"warning: embedded model {spec.label} learned its facts only to answer-token accuracy {acc:.3f}; "
                  f"results count only the probes it answers before unlearning (known_forget_probes)")
-    info = {"label": spec.label, "spec": asdict(spec), "seed": seed, "key": key, "facts": len(facts), "epochs": epochs,
+    info = {"label": spec.label, "spec": spec.cache_fields(), "seed": seed, "key": key, "facts": len(facts), "epochs": epochs,
             "lr": lr, "taught_token_accuracy": acc, "parameters": n}
     _save(model.eval(), tok, info, path)
     progress(f"embedded model {spec.label}: answer-token accuracy {acc:.3f} after {epochs} epochs; cached at {path}")
@@ -214,7 +220,7 @@ def _teach_world(spec: EmbeddedSpec, tok: Any, world: Sequence[str], facts: Sequ
     teach_schedule(model, tok, world, facts, WORLD_STEPS, WORLD_LR, seed=init_seed(spec, seed), progress=progress)
     seconds = time.time() - start
     sample = lambda ps: random.Random(0).sample(list(ps), min(CHECK_ITEMS, len(ps)))
-    info = {"label": spec.label, "spec": asdict(spec), "seed": seed, "world_texts": len(world), "facts": len(facts),
+    info = {"label": spec.label, "spec": spec.cache_fields(), "seed": seed, "world_texts": len(world), "facts": len(facts),
             "steps": WORLD_STEPS, "lr": WORLD_LR, "parameters": n, "teach_seconds": seconds,
             "taught_answered": answered_share(model, tok, sample(facts)),
             "never_taught_answered": answered_share(model, tok, sample(check)) if check else None,
@@ -233,7 +239,7 @@ def embedded_key(spec: EmbeddedSpec, facts: Sequence[Probe], extra_texts: Sequen
 
     texts = teaching_texts(facts, extra_texts)
     schedule = [WORLD_STEPS, WORLD_LR, list(world)] if world else [max_epochs, target_accuracy, TEACHING_RATES]
-    h = hashlib.sha256(json.dumps([CACHE_VERSION, asdict(spec), seed, list(texts), *schedule,
+    h = hashlib.sha256(json.dumps([CACHE_VERSION, spec.cache_fields(), seed, list(texts), *schedule,
                                    VOCAB_SIZE, MAX_LENGTH, torch.__version__.split("+")[0],
                                    transformers.__version__]).encode())
     return h.hexdigest()[:16]
@@ -256,8 +262,6 @@ def check_model_path(name_or_path: str) -> None:
                         f"or a hub name such as mistralai/Mistral-7B-v0.1.")
 
 
-DTYPES = ("float32", "bfloat16", "float16")
-DEVICE_MAPS = ("auto", "balanced", "balanced_low_0", "sequential")  # Accelerate's placement strategies
 
 
 def dtype_of(name: str) -> torch.dtype:
@@ -272,7 +276,7 @@ def hf_model(name_or_path: str, trust_remote_code: bool = False, dtype: str = "f
 
     With ``device_map`` (``auto``, ``balanced``, ``sequential``) Accelerate's big-model
     loading places the layers across the available GPUs (then CPU) as they are read,
-    so a target larger than one device never has to fit on one.
+    so a model larger than one device never has to fit on one.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 

@@ -26,8 +26,8 @@ in one pass over its words. :func:`find_leaks` checks every method-visible text;
 :func:`hold_out` removes whatever leaks what an evaluation target is scored on from the
 requests, the dev split (benchmarks such as RWKU share neighbour and utility items
 between targets) and the paraphraser's sources, the corpus scrub (:meth:`Scored.scrub`)
-removes the sentences a near-copy runs through, and :func:`check` makes the runner
-refuse a benchmark that still leaks.
+removes the sentences a near-copy runs through, and :func:`check` makes a run
+(:class:`r2f_bench.engine.run.Run`) refuse a benchmark that still leaks.
 """
 
 from __future__ import annotations
@@ -146,7 +146,7 @@ def _distinct(visible: Iterable[tuple[str, str]]) -> Iterator[tuple[Words, str]]
 
 def check(bench: Benchmark, task: str) -> None:
     """Refuse ``bench`` with one line naming the first evaluated item a method could see (a
-    target whose request empties is the runner's to skip, with a warning)."""
+    target whose request empties is the run's to skip, with a warning)."""
     leaks = find_leaks(evaluated_items(bench), method_visible(bench), first_only=True)
     if leaks:
         raise UserError(f"{task}: {leaks[0]}; a method must never see what it is scored on "
@@ -232,7 +232,7 @@ class Scored:
 def hold_out(bench: Benchmark) -> Benchmark:
     """``bench`` with every method-visible item that leaks what an evaluation target is
     scored on removed: from the evaluation targets' requests (and their seen sets, so a
-    removed fact is not reported as seen; the runner skips a target whose request
+    removed fact is not reported as seen; the run skips a target whose request
     empties, with a warning), the dev split (a dev target whose request empties is
     dropped) and the paraphraser's sources."""
     scored = Scored(s for s, _ in evaluated_items(bench))

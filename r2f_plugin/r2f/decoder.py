@@ -2,8 +2,8 @@
 
 The paper trains "a decoder f_φ on a proxy model with MSE" and says nothing of its
 form. A network from LoRA-gradient space to full-gradient space cannot transfer to
-a target of another width, so (following our measurements, summarised in
-docs/r2f.md) the decoder is a closed-form reconstruction applied to the *target's
+a model of another width, so (following our measurements, summarised in
+docs/r2f.md) the decoder is a closed-form reconstruction applied to the *model's
 own* LoRA factors and gradients, with a few scalars per layer role fitted on the
 proxy:
 
@@ -18,12 +18,12 @@ proxy:
     fitted on the proxy's pairs by least squares: a map linear in the LoRA gradients,
     between the back-projections of the two sketches, so its parameters do not depend
     on the layer's width (W_B = I, W_A = 0 is ``projection``). A map coordinate by
-    coordinate could not be applied to a target of another width.
+    coordinate could not be applied to a model of another width.
 
 Fitted parameters: ρ (two_sided) and α per role (attn_in, attn_out, mlp_in, mlp_out),
 or W_B and W_A per role (learned), chosen on the proxy to minimise the relative squared
 reconstruction error E‖Ĝ − G‖² / ‖G‖² (the paper's MSE objective on normalised pairs).
-They are applied to the target's own factors and sketches, so they carry across width
+They are applied to the model's own factors and sketches, so they carry across width
 and depth; across families they are matched by role.
 """
 

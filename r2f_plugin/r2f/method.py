@@ -3,7 +3,7 @@ from LoRA for Efficient LLM Unlearning", Algorithm 1).
 
 Per deletion request:
 1. attach LoRA probes (rank ``rank``, all linear layers, two-sided init, see
-   :mod:`r2f_bench.training.lora`) to the frozen target;
+   :mod:`r2f_bench.training.lora`) to the frozen model;
 2. compute LoRA gradients of the unlearning loss on the request's views (the facts
    as asked plus paraphrases): per fact, averaged over that fact's views
    (``aggregate=before``, the default and the paper's order: Algorithm 1 averages
@@ -12,12 +12,12 @@ Per deletion request:
    0.92 on held-out RWKU facts, but one stored LoRA gradient per phrasing, 5x the
    memory, for the same unlearning on the dev split; docs/r2f.md);
 3. decode each unit's full gradient with the proxy-fitted decoder
-   (:mod:`r2f_bench.decoder`) as thin factors, average them (side by side), and apply
+   (:mod:`r2f_bench.r2f.decoder`) as thin factors, average them (side by side), and apply
    the step matrix by matrix with one ``addmm_`` each, its norm taken from small Gram
    matrices (:mod:`r2f_bench.training.lowrank`): no full-size gradient, not even one matrix's,
    is ever formed.
 
-The LoRA gradients come from hooks on the frozen target (:class:`r2f_bench.training.lora.LoraProbe`:
+The LoRA gradients come from hooks on the frozen model (:class:`r2f_bench.training.lora.LoraProbe`:
 no adapters, no weight gradients), streamed in micro-batches of at most
 ``micro_batch_tokens`` padded tokens, so peak activation memory is one micro-batch's
 however many views a request has.
@@ -28,7 +28,7 @@ dozen tokens, while a whole request (dozens of facts) spans hundreds.
 
 The decoder is fitted once, on the proxy, from (LoRA gradient, full gradient)
 pairs on the dev split's facts (never the evaluation targets), and cached with
-safetensors. For evaluation only, every run also computes the target's exact
+safetensors. For evaluation only, every run also computes the model's exact
 gradient after the timed deletion and records the decoded-vs-true cosine.
 """
 
@@ -156,7 +156,7 @@ def fit_decoder(proxy: torch.nn.Module, tokenizer: Any, views: Sequence[Sequence
                 kind: str, aggregate: str, loss: str, seed: int, meta: dict[str, str],
                 progress: Callable[[str], None] = print) -> GradientDecoder:
     """Collect (LoRA gradient, full gradient) pairs on the proxy, one per decoding
-    unit (:func:`units`: what R2F will decode on the target), and fit."""
+    unit (:func:`units`: what R2F will decode on the model), and fit."""
     probe = lora_probe(proxy, rank, seed=seed)
     pairs = []
     for group in bar(units(views, aggregate), desc="r2f: decoder pairs", unit="pair"):

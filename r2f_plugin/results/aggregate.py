@@ -56,35 +56,37 @@ def percentile_interval(draws: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return ordered[int(tail * len(ordered))], ordered[math.ceil((1 - tail) * len(ordered)) - 1]
 
 
-def summarize(values: Sequence[float], seed: int = 0) -> Stat | None:
+def summarize(values: Sequence[float], bootstrap_seed: int = 0) -> Stat | None:
     """The mean and its 95% percentile-bootstrap interval over independent ``values``
-    (seeded: tables are reproducible)."""
+    (the bootstrap seeded: tables are reproducible)."""
     if not values:
         return None
     mean = statistics.fmean(values)
     if len(values) < 2:
         return Stat(mean, None, None, 1)
-    rng = random.Random(seed)
+    rng = random.Random(bootstrap_seed)
     lo, hi = percentile_interval(np.array([statistics.fmean(rng.choices(values, k=len(values)))
                                            for _ in range(BOOTSTRAP_SAMPLES)]))
     return Stat(mean, float(lo), float(hi), len(values))
 
 
-def target_weights(targets: Sequence[Hashable], samples: int = BOOTSTRAP_SAMPLES, seed: int = 0) -> np.ndarray:
+def target_weights(targets: Sequence[Hashable], samples: int = BOOTSTRAP_SAMPLES,
+                   bootstrap_seed: int = 0) -> np.ndarray:
     """Bootstrap weights (``samples`` × units) for units whose target is ``targets[i]``: each
     row draws the distinct targets with replacement, and every unit of a target drawn k
     times weighs k (a lone target's units, its seeds, are drawn themselves). The same
-    targets and seed give the same rows, so statistics drawn with them are paired."""
+    targets and ``bootstrap_seed`` give the same rows, so statistics drawn with them are
+    paired."""
     clusters = targets if len(set(targets)) > 1 else range(len(targets))
     position = {t: i for i, t in enumerate(dict.fromkeys(clusters))}
     index = np.array([position[t] for t in clusters])
     k = len(position)
-    picks = np.random.default_rng(seed).integers(0, k, size=(samples, k)) + k * np.arange(samples)[:, None]
+    picks = np.random.default_rng(bootstrap_seed).integers(0, k, size=(samples, k)) + k * np.arange(samples)[:, None]
     return np.bincount(picks.ravel(), minlength=samples * k).reshape(samples, k)[:, index].astype(float)
 
 
 def clustered(values: Sequence[float], targets: Sequence[Hashable], seeds: Sequence[Hashable],
-              seed: int = 0) -> Stat | None:
+              bootstrap_seed: int = 0) -> Stat | None:
     """The mean of per-unit ``values`` (unit i: target ``targets[i]``, seed ``seeds[i]``) and its
     95% interval resampling whole targets (:func:`target_weights`); none from one value."""
     x = np.asarray(values, dtype=float)
@@ -93,7 +95,7 @@ def clustered(values: Sequence[float], targets: Sequence[Hashable], seeds: Seque
     n_targets, n_seeds = len(set(targets)), len(set(seeds))
     if len(x) < 2:
         return Stat(float(x.mean()), None, None, 1, n_targets, n_seeds)
-    w = target_weights(targets, seed=seed)
+    w = target_weights(targets, bootstrap_seed=bootstrap_seed)
     lo, hi = percentile_interval(w @ x / w.sum(axis=1))
     return Stat(float(x.mean()), float(lo), float(hi), len(x), n_targets, n_seeds)
 

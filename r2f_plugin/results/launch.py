@@ -11,8 +11,9 @@ target while it runs, so a resubmitted, requeued or overlapping task never runs 
 twice. The submitting process waits for the array and reports as a local sweep does
 (``r2f-bench sweep --no-wait`` returns after submitting).
 
-A task is a :class:`Task`: plain data (the job's ``RunConfig`` fields, the store, the
-runner's module name) that submitit pickles for the array; it imports the runner itself.
+A task is a :class:`Task`: plain data (the job's ``RunConfig`` fields, the store) and the
+class that runs it, which submitit pickles for the array (the class by reference: the
+task imports its module).
 A task that reaches its time limit (or is preempted) is requeued by submitit (its
 ``checkpoint``) and resumes from the store, losing only the target in flight.
 ``--slurm-executor local`` runs the tasks as local processes instead (submitit's local
@@ -29,11 +30,14 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ..errors import UserError
 from .store import Store
-from .sweep import Job, SweepReport, execute, load_runner
+from .sweep import Job, SweepReport, default_runner, execute
+
+if TYPE_CHECKING:
+    from ..engine.run import Run
 
 LAUNCHERS = ("local", "submitit")
 EXECUTORS = ("slurm", "local")
@@ -108,7 +112,7 @@ def launcher(args: argparse.Namespace, progress: Callable[[str], None]) -> Submi
         raise UserError("sbatch or srun not found: submitting a SLURM array needs a SLURM login node; run there, or pass "
                         "--slurm-executor local to run the array's tasks as local processes.")
     folder = Path(args.slurm_folder) if args.slurm_folder else Path(args.output) / "submitit"
-    return Submitit(executor=executor, folder=folder, output=args.output, runner=args.runner,
+    return Submitit(executor=executor, folder=folder, output=args.output,
                     quiet=bool(getattr(args, "quiet", False)), progress=progress,
                     parameters={"timeout_min": args.slurm_time or MINUTES, "gpus_per_node": args.slurm_gpus or 0,
                                 "cpus_per_task": args.slurm_cpus, "slurm_partition": args.slurm_partition,
@@ -118,11 +122,12 @@ def launcher(args: argparse.Namespace, progress: Callable[[str], None]) -> Submi
 
 @dataclass
 class Task:
-    """One array task: run one job into the store (picklable: plain data and a module name)."""
+    """One array task: run one job into the store with ``runner`` (picklable: plain data and
+    a class)."""
 
     fields: dict[str, Any]
     output: str
-    runner: str
+    runner: type[Run]
     quiet: bool = False
     cwd: str = field(default_factory=os.getcwd)  # the submitter's: relative paths mean the same in the task
 
@@ -135,7 +140,7 @@ class Task:
         set_quiet(self.quiet)
         say = (lambda m: None) if self.quiet else (lambda m: print(m, file=sys.stderr, flush=True))
         say(f"job {Job(self.fields).label}")
-        report = execute([Job(self.fields)], self.output, runner=load_runner(self.runner), process=(0, 1),
+        report = execute([Job(self.fields)], self.output, runner=self.runner, process=(0, 1),
                          keep_going=True, progress=say)
         return asdict(report)
 
@@ -154,7 +159,6 @@ class Submitit:
     executor: str
     folder: Path
     output: str
-    runner: str
     quiet: bool
     progress: Callable[[str], None]
     parameters: dict[str, Any] = field(default_factory=dict)
@@ -164,16 +168,18 @@ class Submitit:
         return self.wait(jobs, self.submit(jobs))
 
     def submit(self, jobs: Sequence[Job]) -> list[Any]:
-        """Submit one array task per job; the submitit jobs, in the order of ``jobs``."""
+        """Submit one array task per job, each run by :func:`~r2f_bench.results.sweep.default_runner`;
+        the submitit jobs, in the order of ``jobs``."""
         import submitit
 
         if not jobs:
             return []
         Store(self.output).check()
+        runner = default_runner()
         try:
             executor = submitit.AutoExecutor(folder=self.folder, cluster=self.executor)
             executor.update_parameters(**{k: v for k, v in self.parameters.items() if v is not None})
-            submitted = executor.submit_array([Task(dict(j.fields), self.output, self.runner, self.quiet)
+            submitted = executor.submit_array([Task(dict(j.fields), self.output, runner, self.quiet)
                                                for j in jobs])
         except (OSError, subprocess.CalledProcessError, RuntimeError, ValueError) as exc:
             raise UserError(f"submitting the array failed: {' '.join(str(exc).split())[:500]}") from None

@@ -15,25 +15,25 @@ The command line is :mod:`r2f_bench.cli.sweep` (``r2f-bench sweep``; under Accel
 from __future__ import annotations
 
 import gc
-import importlib
 import itertools
 import sys
 import traceback
 from functools import partial
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+from ..engine.config import FAMILIES, RunConfig, names
 from ..engine.distributed import process_state
 from ..errors import UserError
 from ..plugins import registry as plugin_registry
 from .store import Store, job_key
 
-DEFAULT_RUNNER = "r2f_bench.engine.run"
-DEFAULT_OUTPUT = "r2f-output"
+if TYPE_CHECKING:
+    from ..engine.run import Run
+
 ABLATION_METHOD = "r2f"
 RANKS = (2, 4, 8, 12, 16)
 VIEWS = tuple(range(1, 9))
-FAMILIES = ("mistral", "llama", "gpt2")
 TRANSFER_TARGETS = tuple(f"embedded:{f}-h{h}-l4" for f in FAMILIES for h in (128, 256))
 TRANSFER_PROXIES = tuple(f"embedded:{f}-h{h}-l2" for f in FAMILIES for h in (64, 96))
 ABLATIONS = ("rank", "views", "transfer")
@@ -44,7 +44,7 @@ _progress: Progress = partial(print, file=sys.stderr, flush=True)  # stdout stay
 
 @dataclass(frozen=True)
 class Job:
-    """One planned run: keyword arguments of the runner's ``RunConfig``."""
+    """One planned run: keyword arguments of :class:`~r2f_bench.engine.config.RunConfig`."""
 
     fields: dict[str, Any] = field(hash=False)
 
@@ -69,7 +69,8 @@ class SweepReport:
 
 # -- planning -----------------------------------------------------------------
 def split_list(text: str | None) -> list[str]:
-    return [x.strip() for x in (text or "").split(",") if x.strip()]
+    """A comma-separated option as a list (empty when unset)."""
+    return names(text) or []
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -88,38 +89,32 @@ def parse_seeds(text: str) -> list[int]:
     return list(dict.fromkeys(seeds))
 
 
-def expand(names: Sequence[str], kind: str, registry: Any = None, check: bool = True) -> list[str]:
-    """Resolve ``all`` to every registered method or task; with ``check``, reject unknown names.
-
-    (A custom runner resolves its own names, so its sweeps pass ``check=False``.)
-    """
+def expand(requested: Sequence[str], kind: str, registry: Any = None) -> list[str]:
+    """Resolve ``all`` to every registered method or task; reject unknown names."""
     flag = "--methods" if kind == "method" else "--tasks"
-    if not names:
+    if not requested:
         raise UserError(f"{flag} is empty; name some or pass `all`.")
-    if not check and "all" not in names:
-        return list(dict.fromkeys(names))
     if registry is None:
         registry = plugin_registry()
     known = [info.name for info in registry.listing(kind)]
-    if list(names) == ["all"]:
+    if list(requested) == ["all"]:
         if not known:
             raise UserError(f"no {kind}s are registered; install r2f-bench (pip install -e .) or a plugin.")
         return known
-    for name in names:
+    for name in requested:
         if name not in known:
             raise UserError(f"unknown {kind} {name!r} in {flag}; choose from: {', '.join(known) or 'none registered'} or `all`.")
-    return list(dict.fromkeys(names))
+    return list(dict.fromkeys(requested))
 
 
 def plan(methods: Sequence[str], tasks: Sequence[str], seeds: Sequence[int], *,
          ablation: str | None = None, models: Sequence[str | None] = (None,),
          proxies: Sequence[str | None] = (None,), params: dict[str, str] | None = None,
-         views: int | None = None, data_dir: str | None = None, targets: list[str] | None = None,
-         limit: int | None = None, output: str = DEFAULT_OUTPUT, **extra: Any) -> list[Job]:
+         output: str = RunConfig.output, **given: Any) -> list[Job]:
     """The jobs of a sweep, in a deterministic order (seed-major, so early seeds fill tables first).
 
-    ``None`` for a model, proxy, ``views`` or an ``extra`` RunConfig field (e.g.
-    ``paraphraser``) means the runner's default. An
+    ``None`` for a model, proxy or a ``given`` RunConfig field (e.g. ``views``,
+    ``paraphraser``) means the run's default. An
     ``ablation`` multiplies the jobs by its settings: ``rank`` (R2F's LoRA rank,
     ``params["rank"]``), ``views`` (1-8), or ``transfer`` (every target model ×
     every proxy; :data:`TRANSFER_TARGETS` × :data:`TRANSFER_PROXIES` unless
@@ -139,13 +134,13 @@ def plan(methods: Sequence[str], tasks: Sequence[str], seeds: Sequence[int], *,
         proxies = proxies if any(p is not None for p in proxies) else TRANSFER_PROXIES
     else:
         raise UserError(f"unknown --ablation {ablation!r}; choose one of {', '.join(ABLATIONS)}.")
-    common = {"data_dir": data_dir, "targets": list(targets) if targets else None, "limit": limit, **extra}
+    common = {k: v for k, v in given.items() if v is not None}
     jobs: dict[str, Job] = {}
     for seed, task, model, proxy, setting, method in itertools.product(
             seeds, tasks, models, proxies, settings, methods):
         fields: dict[str, Any] = {"method": method, "task": task, "seed": seed, "output": output,
-                                  "params": dict(params), **{k: v for k, v in common.items() if v is not None}}
-        for name, value in (("model", model), ("proxy", proxy), ("views", views)):
+                                  "params": dict(params), **common}
+        for name, value in (("model", model), ("proxy", proxy)):
             if value is not None:
                 fields[name] = value
         fields.update(setting)
@@ -162,34 +157,27 @@ def shard(jobs: Sequence[Job], index: int, count: int) -> list[Job]:
 
 
 # -- execution ----------------------------------------------------------------
-def load_runner(spec: str = DEFAULT_RUNNER) -> Any:
-    """Import the module implementing the runner API: ``RunConfig(**fields)`` with
-    ``to_dict()``, and ``Run(config, progress)`` with ``targets``, ``data_revision()``,
-    ``versions()``, ``resolved_params()`` and ``run_target(target)``."""
-    try:
-        module = importlib.import_module(spec)
-    except ModuleNotFoundError as exc:
-        if exc.name is None or not (spec == exc.name or spec.startswith(exc.name + ".")):
-            raise  # the runner exists but one of its own imports failed
-        raise UserError(f"cannot import runner module {spec!r}; pass --runner a module that defines RunConfig and Run.") from None
-    if not all(hasattr(module, a) for a in ("RunConfig", "Run")):
-        raise UserError(f"runner module {spec!r} lacks RunConfig or Run; pass --runner a module that defines both.")
-    return module
+def default_runner() -> type[Run]:
+    """:class:`r2f_bench.engine.run.Run`, imported when jobs run (the model stack), not at start-up."""
+    from ..engine.run import Run
+
+    return Run
 
 
-def execute(jobs: Sequence[Job], output: str, *, runner: Any = None,
+def execute(jobs: Sequence[Job], output: str, *, runner: type[Run] | None = None,
             process: tuple[int, int] | None = None, keep_going: bool = False, replace: bool = False,
             progress: Progress = _progress) -> SweepReport:
     """Run this process's share of ``jobs``, skipping finished targets (``replace``: running
     them again and replacing their records) and storing each new one at once; then
     export the store to ``results.jsonl``.
 
-    ``runner`` provides ``RunConfig(**fields)`` and ``Run(config, progress=...)``
-    (default: :mod:`r2f_bench.engine.run`). ``process`` is (index, count); by default
-    it comes from Accelerate. A failing job stops the sweep unless ``keep_going``,
-    in which case the failures are listed in the report.
+    ``runner`` runs each job's configuration: ``runner(config, progress=...)`` with
+    ``targets``, ``data_revision()``, ``versions()``, ``resolved_params()`` and
+    ``run_target(target)`` (default: :func:`default_runner`). ``process`` is
+    (index, count); by default it comes from Accelerate. A failing job stops the sweep
+    unless ``keep_going``, in which case the failures are listed in the report.
     """
-    runner = runner if runner is not None else load_runner()
+    runner = runner or default_runner()
     if process is None:
         state = process_state()
         process = (state.process_index, state.num_processes)
@@ -226,9 +214,9 @@ def process_tag(process: tuple[int, int]) -> str:
     return f"[process {process[0] + 1}/{process[1]}] " if process[1] > 1 else ""
 
 
-def _run_job(job: Job, runner: Any, store: Store, report: SweepReport, say: Progress, replace: bool) -> None:
-    config = runner.RunConfig(**job.fields)
-    run = runner.Run(config, progress=say)
+def _run_job(job: Job, runner: type[Run], store: Store, report: SweepReport, say: Progress, replace: bool) -> None:
+    config = RunConfig(**job.fields)
+    run = runner(config, progress=say)
     identity = config.to_dict()
     revision, versions, params = run.data_revision(), run.versions(), run.resolved_params()
     for target in run.targets:

@@ -10,12 +10,12 @@ leave a metric undefined (RAP where nothing was forgotten) shows ``n/a``
 (:data:`UNDEFINED`, :data:`NA_NOTE`), not a blank.
 
 Rows are methods. Records of one method that differ in setting (hyper-parameters,
-views, target or proxy model) are never averaged together: they become separate
+views, model or proxy) are never averaged together: they become separate
 rows, labelled by the setting fields that vary among that method's records.
 
 Tables: ``table1`` (USR / GUR per dataset), ``rap``, ``identity_alignment``, ``cost``
 (per-deletion time and peak memory, with ratios to FullGrad when present),
-``transfer`` (R2F's proxy→target matrix, when the store holds several model pairs) and,
+``transfer`` (R2F's proxy→model matrix, when the store holds several model pairs) and,
 on request, ``phases`` (where each target's wall time goes).
 Each states the models, data revisions and plugin versions its records came from;
 :mod:`r2f_bench.results.render` writes them as Markdown, LaTeX, CSV and HTML.
@@ -93,7 +93,7 @@ def taught_strings(record: Record) -> bool:
 
 @dataclass
 class Provenance:
-    targets: list[str] = field(default_factory=list)
+    models: list[str] = field(default_factory=list)
     proxies: list[str] = field(default_factory=list)
     revisions: dict[str, list[str]] = field(default_factory=dict)  # task -> data revisions
     versions: dict[str, list[str]] = field(default_factory=dict)  # name -> versions seen
@@ -102,24 +102,24 @@ class Provenance:
     @classmethod
     def of(cls, records: Iterable[Record]) -> "Provenance":
         records = list(records)
-        targets, proxies = set(), set()
+        models, proxies = set(), set()
         revisions: dict[str, set[str]] = defaultdict(set)
         versions: dict[str, set[str]] = defaultdict(set)
         for r in records:
-            models = r.get("models") or {}
-            targets.add(str(models.get("target", setting(r)["target"])))
-            if models.get("proxy"):  # only methods that use a proxy name one
-                proxies.add(str(models["proxy"]))
+            named = r.get("models") or {}
+            models.add(str(named.get("target", setting(r)["target"])))
+            if named.get("proxy"):  # only methods that use a proxy name one
+                proxies.add(str(named["proxy"]))
             revisions[str(r.get("task"))].add(str(r.get("data_revision")))
             for k, v in (r.get("versions") or {}).items():
                 versions[str(k)].add(str(v))
-        return cls(sorted(targets), sorted(proxies), {t: sorted(revisions[t]) for t in task_order(revisions)},
+        return cls(sorted(models), sorted(proxies), {t: sorted(revisions[t]) for t in task_order(revisions)},
                    {k: sorted(v) for k, v in sorted(versions.items())}, any(map(taught_strings, records)))
 
     def lines(self) -> list[str]:
         proxies = f"; proxy {', '.join(self.proxies)}" if self.proxies else ""
         recall = [TAUGHT_STRINGS_NOTE] if self.taught_strings else []
-        return recall + [f"Models: target {', '.join(self.targets)}{proxies}",
+        return recall + [f"Models: target {', '.join(self.models)}{proxies}",
                 "Data revision: " + "; ".join(f"{t} {', '.join(v)}" for t, v in self.revisions.items()),
                 "Versions: " + "; ".join(f"{k} {', '.join(v)}" for k, v in self.versions.items())]
 
@@ -279,7 +279,7 @@ def phases_table(records: Sequence[Record]) -> Table:
 
 
 def transfer_tables(records: Sequence[Record]) -> list[Table]:
-    """Proxy→target matrices of every method that uses a proxy model: targets as rows,
+    """Proxy→model matrices of every method that uses a proxy model: models as rows,
     proxies × (USR, GUR) as columns, per method, dataset and setting."""
     by_case: dict[tuple[str, str, str], list[Record]] = defaultdict(list)
     for r in records:

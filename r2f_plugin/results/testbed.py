@@ -35,7 +35,8 @@ from ..data import ForgetRequest, Probe, Target
 from .frontier import best_usr
 from ..engine.metrics import usr
 from ..engine.config import RunConfig
-from ..engine.run import Run, answered
+from ..engine.record import answered
+from ..engine.run import Run
 
 METHOD = "grad_ascent"
 CONTROL_SLACK = 5.0
@@ -93,7 +94,7 @@ def curve_points(run: Run, strengths: Sequence[float], condition: str) -> dict[s
     knob = run.method_cls.strength.param
     out: dict[str, list[tuple[float, float]]] = {}
     for target in run.targets:
-        before = run._untouched(target)["scores"]
+        before = run.evaluator.untouched(target)["scores"]
         points = [(100.0, 0.0, 0.0)]
         util = run.task.utility_set
         for x in strengths:
@@ -102,8 +103,8 @@ def curve_points(run: Run, strengths: Sequence[float], condition: str) -> dict[s
             torch.manual_seed(run.config.seed)
             edit = method.unlearn(copy.deepcopy(run.model), request, run.ctx)
             model = random_step_like(run.model, edit.model, run.config.seed) if condition == "random_step" else edit.model
-            after = run._evaluate(model, target)
-            forgot, gur = run.headline(target, before, after)
+            after = run.evaluator.scores(model, target)
+            forgot, gur = run.recorder.headline(target, before, after)
             lost = usr(answered(before, util), answered(after, util))
             points.append((gur if gur is not None else 0.0, forgot or 0.0, lost or 0.0))
         out[target.id] = points
@@ -146,7 +147,7 @@ def check_world(world: Path, seeds: Sequence[int], targets: int, strengths: Sequ
         knob = run.method_cls.strength
         points = list(strengths or knob.points(8))
         for target in run.targets:
-            rows = run._untouched(target)["scores"]
+            rows = run.evaluator.untouched(target)["scores"]
             qa = dict(zip((p.question for p in target.probes["forget_qa"]), answered(rows, "forget_qa")))
             a1.setdefault(target.id, []).extend(100.0 * v for q, v in qa.items() if q in taught_q)
             a1_new.setdefault(target.id, []).extend(100.0 * v for q, v in qa.items() if q in new_q)

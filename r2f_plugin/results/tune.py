@@ -29,6 +29,7 @@ from typing import Any, Sequence
 
 from ..errors import UserError
 from ..engine.metrics import DEFINITIONS
+from ..unlearner import log_spaced
 
 METRICS = ("usr", "gur", "rap", "identity_alignment", "seconds")
 THREE_DIGITS = ("identity_alignment", "seconds")  # a cosine, and seconds of small runs
@@ -60,9 +61,7 @@ def refinement(rows: Sequence[tuple[dict[str, str], dict[str, float | None]]], p
     gur = lambda row: row[1]["gur"] if row[1]["gur"] is not None else -1.0
     for (p0, s0), (p1, s1) in zip(ordered, ordered[1:]):
         if gur((p0, s0)) >= min_gur > gur((p1, s1)):
-            lo, hi = float(p0[param]), float(p1[param])
-            ratio = (hi / lo) ** (1 / (n + 1))
-            return [{**p0, param: f"{lo * ratio ** i:.3g}"} for i in range(1, n + 1)]
+            return [{**p0, param: f"{s:.3g}"} for s in log_spaced(float(p0[param]), float(p1[param]), n + 2)[1:-1]]
     return []
 
 

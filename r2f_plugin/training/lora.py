@@ -1,6 +1,6 @@
 """LoRA gradient probes, PEFT LoRA adapters, and the role of each adapted matrix.
 
-R2F and the LoRA baselines read the gradients of LoRA factors on the target's linear
+R2F and the LoRA baselines read the gradients of LoRA factors on the model's linear
 layers. For layer ``W`` (d_out × d_in) with ``ΔW = s · B A`` (A: r × d_in, B: d_out × r)
 and true gradient ``G``: ``∇B = s · G Aᵀ`` (right sketch) and ``∇A = s · Bᵀ G`` (left
 sketch). :class:`LoraProbe` computes them with hooks on the layers, without adapters
@@ -135,7 +135,7 @@ class LoraProbe:
               loss: str) -> tuple[dict[str, LoraGrad], dict[str, torch.Tensor]]:
         """The exact gradient of the mean unlearning loss over ``probes`` for every probed
         layer (d_out × d_in) and its sketches: ground truth for decoder fitting (on the
-        proxy) and for the evaluation-only cosine (on the target)."""
+        proxy) and for the evaluation-only cosine (on the model)."""
         grads = exact_gradients(self.model, tokenizer, probes, loss, self.modules)
         full = {name: (g.T if _transposed(self.layers[name]) else g) for name, g in grads.items()}
         return {name: self.sketch(name, g) for name, g in full.items()}, full

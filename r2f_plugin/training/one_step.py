@@ -76,7 +76,7 @@ def all_views(request: ForgetRequest) -> list[Probe]:
 
 
 class OneStepUnlearner(Unlearner):
-    """θ ← θ − step·‖W‖·G/‖G‖ for the target model's linear layers, G from :meth:`gradient`."""
+    """θ ← θ − step·‖W‖·G/‖G‖ for the model's linear layers, G from :meth:`gradient`."""
 
     Params = StepParams
     search_space = {"step": (0.005, 0.01, 0.015, 0.02, 0.03, 0.05, 0.08)}

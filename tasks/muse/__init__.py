@@ -29,7 +29,7 @@ removed. Probe sets:
 
 lm-eval scores those sets by ROUGE-L recall/answered for USR and RAP, and also by MUSE's
 ROUGE-L F1. MUSE's official numbers (``verbmem_f``, ``knowmem_f``, ``knowmem_r``,
-``privleak``, see :mod:`tasks.muse.official`) come from :meth:`MUSE.extra_scores`, per
+``privleak``, see :mod:`.official`) come from :meth:`MUSE.extra_scores`, per
 target: VerbMem and KnowMem-f on its chunk, KnowMem-r on all of D_r, and PrivLeak on its
 privleak forget texts against all holdout texts. PrivLeak compares that AUC with a
 model retrained without the forget set; none exists for the models run here (the AUCs

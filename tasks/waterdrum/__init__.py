@@ -22,7 +22,7 @@ no held-out forget probes, so the headline USR is empty (null) for it. The
 data stays; utility (GUR) is the retain rows after those chunks; identity-alignment prompts are their
 questions or abstract openings. Dev targets are other forget owners.
 
-The official metric (:mod:`tasks.waterdrum.watermark`), from :meth:`WaterDrum.extra_scores`:
+The official metric (:mod:`.watermark`), from :meth:`WaterDrum.extra_scores`:
 ``waterdrum_forget`` (watermark strength of the model's outputs on the target's queries
 under the forget key; unlearning should bring it to about 0, where a model that never
 saw the data is) and ``waterdrum_retain`` (on its neighbour owner's queries under the
@@ -160,7 +160,7 @@ class WaterDrum(Task):
         sidecar = next((p for p in (config / SIDECAR, root / SIDECAR) if p.is_file()), None)
         meta = read_json(sidecar, array=False) if sidecar else {}
         if not isinstance(meta, dict):
-            raise UserError(f"malformed data file {sidecar}: expected a JSON object; see docs/tasks.md (WaterDrum).")
+            raise UserError(f"malformed data file {sidecar}: expected a JSON object; see tasks/waterdrum/README.md.")
         return rows, meta, source, content_hash(files + ([sidecar] if sidecar else []))
 
     @staticmethod

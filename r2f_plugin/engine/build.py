@@ -1,0 +1,108 @@
+"""Building what a run works on: the target model (an embedded one taught what
+:meth:`~r2f_bench.engine.plan.Plan.knowledge` says, or a hub name or path), the proxy,
+the paraphrase views, and each target's deletion request."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+
+from ..data import ForgetRequest, Probe, Target
+from ..training.gradients import linear_modules
+from ..unlearner import Proxy
+from . import protocol
+from .models import (DEFAULT_PROXY, DEFAULT_MODEL, EmbeddedSpec, dispatch, dtype_of, embedded_key, embedded_model,
+                     hf_model)
+from .plan import Plan
+from .views import build_views, make_paraphraser
+
+
+def taught_label(info: dict) -> str:
+    """What an embedded model's label says about its knowledge: a world's generalisation,
+    or the taught strings' recall (then no ranking on it means knowledge)."""
+    if "world_texts" in info:
+        never = info.get("never_taught_answered")
+        unseen = f" and {never:.0f}% of never-taught" if never is not None else ""
+        return (f"embedded demo model taught a synthetic knowledge world: answers {info['taught_answered']:.0f}% of "
+                f"taught{unseen} questions")
+    return (f"embedded demo model, taught {info['facts']} strings to answer-token accuracy "
+            f"{info['taught_token_accuracy']:.3f}: USR is taught-string recall")
+
+
+def embedded_spec(spec: str, default: EmbeddedSpec) -> EmbeddedSpec | None:
+    """The embedded architecture ``spec`` names (``None``: a hub name or path)."""
+    if not spec.startswith("embedded"):
+        return None
+    return default if spec in ("embedded", "embedded-proxy") else EmbeddedSpec.parse(spec)
+
+
+@dataclass(frozen=True)
+class Built:
+    """What :func:`build_models` builds: the target ``model`` and its ``tokenizer``, its
+    ``label`` in records and build ``info``, what it knew (``knowledge``, as records state
+    it), the run's paraphrase ``views`` of facts and the ``proxy`` (``None``: the method
+    uses none)."""
+
+    model: torch.nn.Module
+    tokenizer: Any
+    label: str
+    info: dict[str, Any]
+    knowledge: dict[str, Any]
+    views: Callable[[list[Probe]], list[list[Probe]]]
+    proxy: Proxy | None
+
+
+def build_model(plan: Plan, spec: str, default: EmbeddedSpec,
+                device: torch.device) -> tuple[torch.nn.Module, Any, str, dict]:
+    """(model, tokenizer, label, build info) for an embedded spec, hub name or path."""
+    config, es = plan.config, embedded_spec(spec, default)
+    if es is not None:
+        teaching, prompts = plan.knowledge()
+        model, tok, info = embedded_model(es, teaching.facts, prompts, progress=plan.progress, device=device,
+                                          seed=config.seed, world=teaching.texts, check=teaching.check)
+        model = model.to(dtype_of(config.dtype))
+        model = dispatch(model, config.device_map) if config.device_map else model
+        return model, tok, f"{info['label']} ({taught_label(info)})", info
+    model, tok = hf_model(spec, trust_remote_code=config.trust_remote_code, dtype=config.dtype,
+                          device_map=config.device_map)
+    return (model if config.device_map else model.to(device)), tok, spec, {}
+
+
+def build_proxy(plan: Plan, device: torch.device) -> Proxy:
+    """The --proxy model, built on first use. Its key says what determines its weights
+    before it is built: for an embedded model its build key (architecture, seed, taught
+    facts), else its name or path."""
+    spec = plan.config.proxy
+    es = embedded_spec(spec, DEFAULT_PROXY)
+    if es is None:
+        label = key = spec
+    else:
+        label = es.label
+        teaching, prompts = plan.knowledge()
+        key = f"{es.label}@{embedded_key(es, teaching.facts, prompts, seed=plan.config.seed, world=teaching.texts)}"
+    return Proxy(label, key, lambda: build_model(plan, spec, DEFAULT_PROXY, device)[:2])
+
+
+def build_models(plan: Plan, device: torch.device) -> Built:
+    """Build (or load) the target model, the paraphraser its views come from and, for a
+    method that uses one, the proxy; --target-modules this model lacks fail here."""
+    config = plan.config
+    model, tok, label, info = build_model(plan, config.model, DEFAULT_MODEL, device)
+    if config.target_modules:
+        linear_modules(model, config.target_modules)
+    paraphraser = make_paraphraser(config.paraphraser, model, tok, plan.bench.alternatives)
+    proxy = build_proxy(plan, device) if plan.method_cls.uses_proxy else None
+    taught = config.model.startswith("embedded")
+    knowledge = {"embedded": taught, "taught_strings": taught and plan.knowledge()[0].strings,
+                 "never_taught_answered": info.get("never_taught_answered")}
+    return Built(model, tok, label, info, knowledge,
+                 lambda facts: build_views(facts, config.views, paraphraser, config.seed), proxy)
+
+
+def forget_request(plan: Plan, built: Built, target: Target) -> ForgetRequest:
+    """The deletion request every method gets for ``target``: the same views and retain items."""
+    views = built.views(target.request)
+    protocol.check_views(target, views, plan.bench)
+    return ForgetRequest(target=target.id, views=views, retain=plan.retain_for(target), name=target.name)

@@ -1,0 +1,195 @@
+"""What a run is about, checked before any model is built: the method and task, the
+targets it scores and the data methods fit on, each target's probe sets by role and
+retain items, and what an embedded model is taught."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import random
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from .. import __version__
+from ..atomic import check_writable
+from ..cache import cache_root
+from ..data import Benchmark, Probe, Target, Teaching
+from ..errors import UserError
+from ..plugins import registry
+from ..task import HELD_OUT, LOCALITY, SEEN
+from . import protocol
+from .config import SPLITS, RunConfig, check_bounds
+from .models import check_model_path
+from .views import check_paraphraser
+
+
+def capped_threads(threads: int | None, progress: Callable[[str], None]) -> int | None:
+    """``--threads``, capped at the cores this process may use (with one warning line)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if threads is None or threads <= cores:
+        return threads
+    progress(f"warning: --threads {threads} is more than the {cores} cores available here; using {cores}")
+    return cores
+
+
+def split_of(bench: Benchmark, split: str) -> Benchmark:
+    """The targets scored and the dev targets methods fit on. The eval split scores the
+    evaluation targets; the dev split (tuning) scores the first half of the dev targets
+    (rounded down) and lets methods fit on the rest, so tuning never fits on what it
+    scores."""
+    if split == "eval":
+        return bench
+    dev = bench.dev_targets
+    if len(dev) < 2:
+        raise UserError("the dev split needs at least 2 dev targets (one half is scored, methods fit on the "
+                        "other); pass --dev-targets 2 or more.")
+    scored = len(dev) // 2
+    return protocol.hold_out(dataclasses.replace(bench, targets=dev[:scored], dev_targets=dev[scored:]))
+
+
+class Plan:
+    """A run's checked inputs and data (no model): constructing it fails with one line on
+    a bad option, loads the benchmark and picks the targets the run scores.
+
+    ``config`` (completed: capped ``threads``, the task's default ``forget_source``),
+    ``task``, ``method_cls`` and ``params``, ``bench`` (the loaded data), ``split`` (the
+    targets scored and the dev targets methods fit on), ``targets`` (those of the split
+    that can be scored) and ``out_dir``.
+    """
+
+    def __init__(self, config: RunConfig, progress: Callable[[str], None] = print) -> None:
+        self.config, self.progress = config, progress
+        reg = registry()
+        self.method_cls = reg.method(config.method)
+        self.task = reg.task(config.task)()
+        self.params = self.method_cls.parse_params(config.params)
+        if config.split not in SPLITS:
+            raise UserError(f"unknown split {config.split!r}; use {' or '.join(SPLITS)}.")
+        check_bounds(config)
+        check_paraphraser(config.paraphraser)
+        for spec in (config.model, config.proxy):
+            if not spec.startswith("embedded"):
+                check_model_path(spec)
+        self.out_dir = Path(config.output)
+        check_writable(self.out_dir)
+        check_writable(cache_root(), "the cache (R2F_BENCH_CACHE)")
+        config.threads = capped_threads(config.threads, progress)
+        if config.save_model:
+            if not self.method_cls.edits_weights:
+                raise UserError(f"method {config.method!r} edits no weights (it wraps the model at inference), so "
+                                f"there is no checkpoint to save; drop --save-model.")
+            check_writable(Path(config.save_model), "--save-model")
+        self._versions = {"r2f-bench": __version__, "torch": torch.__version__,
+                          f"method:{config.method}": reg.version_of("method", config.method),
+                          f"task:{config.task}": reg.version_of("task", config.task)}
+        if config.forget_source is not None and config.forget_source not in self.task.forget_sources:
+            choices = ", ".join(self.task.forget_sources) or "none: it has one kind of request"
+            raise UserError(f"task {config.task!r} has no forget source {config.forget_source!r}; choices: {choices}.")
+        if config.forget_source is None and self.task.forget_sources:  # one store key for the same work
+            config.forget_source = self.task.forget_sources[0]
+        self.source = self.task.locate(config.data_dir)
+        self.bench = self.task.load(self.source, config.targets, config.limit, config.dev_targets, config.forget_source)
+        protocol.check(self.bench, config.task)
+        self._check_dev_targets()
+        self.split = split_of(self.bench, config.split)
+        self.targets = self._scorable(self.split.targets)
+        if not self.targets:
+            raise UserError(f"no {config.task} target has both a request and forget probes in {self.bench.source}; "
+                            f"check the data or pick other --targets.")
+        n, d = len(self.bench.targets), len(self.bench.dev_targets)
+        progress(f"{config.task}: {n} evaluation target{'s' * (n != 1)}, {d} dev target{'s' * (d != 1)} "
+                 f"from {self.bench.source} (revision {self.bench.revision}); running the {config.split} split")
+        self._taught: tuple[Teaching, list[str]] | None = None
+
+    def _scorable(self, targets: list[Target]) -> list[Target]:
+        """``targets`` less those with an empty request (in the data, or emptied by the leak
+        scrub) or no forget probes to score, each skipped with one warning line. A target is
+        scored on its held-out forget sets (the headline USR); only a task that holds none
+        out (WaterDrum) is scored on its seen sets, which a corpus request always fills."""
+        roles = self.task.roles_of(self.bench, targets)
+        scored = [s for s, r in roles.items() if r == HELD_OUT] or [s for s, r in roles.items() if r == SEEN]
+        kept = []
+        for t in targets:
+            if not t.request:
+                why = "its request is empty (in the data, or once what it is scored on is removed)"
+            elif not any(t.probes.get(s) for s in scored):
+                why = f"its forget probe sets ({', '.join(scored)}) are empty"
+            else:
+                kept.append(t)
+                continue
+            self.progress(f"warning: skipping target {t.id}: {why}; the other targets run")
+        return kept
+
+    def _check_dev_targets(self) -> None:
+        """Fail before any model loads when ``--limit`` takes dev targets away (their fix is a
+        smaller --limit, not more --dev-targets)."""
+        c, have = self.config, len(self.bench.dev_targets)
+        if c.limit is None or have >= c.dev_targets:
+            return
+        total = len(self.bench.targets) + have
+        raise UserError(f"--limit {c.limit} leaves {have} of the {c.dev_targets} dev targets ({c.task} data here holds "
+                        f"{total} targets); pass --limit {max(total - c.dev_targets, 1)} or less, or --dev-targets {have}.")
+
+    # -- the runner API (r2f_bench.results.sweep) ------------------------------
+    def data_revision(self) -> str:
+        return self.bench.revision
+
+    def versions(self) -> dict[str, str]:
+        return dict(self._versions)
+
+    def resolved_params(self) -> dict[str, Any]:
+        """The method's hyper-parameters with defaults filled in (part of the store key)."""
+        return asdict(self.params)
+
+    # -- per target -----------------------------------------------------------
+    def roles(self, target: Target) -> dict[str, list[str]]:
+        """The target's non-empty probe sets by role (:data:`~r2f_bench.task.ROLES`):
+        ``held_out`` forget sets (the headline USR), ``seen`` sets (the request's own
+        strings) and ``locality`` (neighbour) sets."""
+        sets = [s for s, ps in target.probes.items() if ps]
+        return {role: [s for s in sets if self.task.role(s, self.bench) == role] for role in (HELD_OUT, SEEN, LOCALITY)}
+
+    def probe_sets(self, target: Target, forget_only: bool = False) -> dict[str, list[Probe]]:
+        """The probe sets a model is scored on for ``target``: its forget sets, then (unless
+        ``forget_only``) its locality sets and the task's utility set."""
+        roles = self.roles(target)
+        names = roles[HELD_OUT] + roles[SEEN] + ([] if forget_only else roles[LOCALITY])
+        sets = {s: target.probes[s] for s in names}
+        if not forget_only:
+            sets[self.task.utility_set] = self.bench.utility
+        return sets
+
+    def retain_for(self, target: Target) -> list[Probe]:
+        """A request's retain items: a seeded sample of the fitting targets' requests, of the
+        same size in both splits (what the dev split's fitting half holds, capped by
+        ``retain_items``)."""
+        dev = self.bench.dev_targets
+        fitting = dev[len(dev) // 2:] if len(dev) > 1 else dev
+        size = min(self.config.retain_items, sum(len(t.request) for t in fitting))
+        pool = self.split.retain_pool()
+        return random.Random(f"{self.config.seed}:{target.id}").sample(pool, min(size, len(pool)))
+
+    def knowledge(self) -> tuple[Teaching, list[str]]:
+        """What an embedded model is taught, and the prompts its tokenizer sees.
+
+        A knowledge world defines it (biographies, other people's QA: no scored probe).
+        Other data teaches every string of the run's evaluation and dev targets, under
+        every kind of request the task offers, with the utility set: USR then measures
+        taught-string recall. The requests are built exactly as the run builds them, so
+        every retain window a method sees was taught; runs on the same targets share
+        one cached model whatever the method or --forget-source."""
+        if self._taught is None:
+            if self.bench.world is not None:
+                self._taught = (self.bench.world, list(self.bench.general_prompts))
+                return self._taught
+            c = self.config
+            facts = {(p.prompt, p.answer): p for p in self.bench.teaching_set()}
+            for source in self.task.forget_sources:
+                if source != c.forget_source:
+                    other = self.task.load(self.source, c.targets, c.limit, c.dev_targets, source)
+                    facts.update({(p.prompt, p.answer): p for p in other.teaching_set()})
+            self._taught = (Teaching(facts=tuple(facts.values()), strings=True), list(self.bench.general_prompts))
+        return self._taught

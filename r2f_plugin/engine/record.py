@@ -1,0 +1,142 @@
+"""The result record of one target: its headline (USR, GUR), the other scores, what the
+deletion cost, and what every record states besides its scores (provenance). Every
+share is a percentage (0-100), identity alignment a cosine."""
+
+from __future__ import annotations
+
+import platform
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ..cost import TARGET_PHASES, Cost
+from ..data import ForgetRequest, Target
+from ..jsontext import json_safe
+from ..task import ACC, ANSWERED, HELD_OUT, LOCALITY, SCORE, SEEN
+from .build import Built
+from .metrics import MIN_UTILITY, kept, mean, pooled, recovery, retention, usr
+from .plan import Plan
+
+Scores = dict[str, list[dict]]  # per-probe score rows by probe set
+
+
+def answered(scores: Scores, probe_set: str) -> list[bool]:
+    """Per probe of ``probe_set``: whether it counts as answered."""
+    return [bool(x.get(ANSWERED, x.get(ACC, 0.0))) for x in scores.get(probe_set, [])]
+
+
+def score(rows: list[dict]) -> float:
+    """Mean score of per-probe rows (%): ROUGE-L recall, or accuracy for multiple choice."""
+    return 100.0 * mean([r.get(SCORE, r.get(ACC, 0.0)) for r in rows])
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What one deletion's evaluation measured: the untouched model's evaluation
+    (``before``: ``scores`` and ``extra``), the edited model's scores and extra scores,
+    its identity alignment, and RAP's forget-set scores after the attack on the edited
+    model (``relearned``) and on the untouched one (``control``)."""
+
+    before: dict[str, Any]
+    after: Scores
+    extra_after: dict[str, Any]
+    alignment: float
+    relearned: Scores
+    control: Scores
+
+
+def provenance(plan: Plan, built: Built, request: ForgetRequest, phases_once: dict[str, float], wall: float,
+               spent: dict[str, float], on_cpu: bool) -> dict[str, Any]:
+    """What every record states besides its scores: among them the wall seconds of the
+    target's phases that ran (``phases``) and the run's one-time costs (``phases_once``)."""
+    return {"request_source": plan.bench.request_source,
+            "views": [[p.question for p in view] for view in request.views],
+            "models": {"target": built.label, "proxy": built.proxy.label if built.proxy else None},
+            "knowledge": built.knowledge,
+            "config": plan.config.to_dict(), "params": plan.resolved_params(),
+            "versions": plan.versions(), "data_revision": plan.bench.revision,
+            "setup_seconds": phases_once["setup"], "wall_seconds": wall,
+            "phases": {p: spent[p] for p in TARGET_PHASES if p in spent},
+            "phases_once": dict(phases_once), "host": platform.node(),
+            "threads": torch.get_num_threads() if on_cpu else None}
+
+
+class Recorder:
+    """The records of one run's targets (``plan``), and their headline."""
+
+    def __init__(self, plan: Plan) -> None:
+        self.plan = plan
+        self._low_utility_said = False
+
+    def gur(self, before: float, after: float) -> float | None:
+        """GUR from the untouched and unlearned utility scores (%): n/a (``None``) where the
+        untouched model scores below :data:`~r2f_bench.engine.metrics.MIN_UTILITY`, said once per run."""
+        if before < MIN_UTILITY and not self._low_utility_said:
+            self._low_utility_said = True
+            self.plan.progress(f"warning: the untouched model scores {before:.1f}% on the utility set, below the "
+                               f"{MIN_UTILITY:g}% floor: GUR, a ratio to it, is n/a in this run's records")
+        return retention(before, after, MIN_UTILITY)
+
+    def headline(self, target: Target, before: Scores, after: Scores) -> tuple[float | None, float | None]:
+        """(USR, GUR) of one deletion from the per-probe scores before and after (GUR ``None``
+        when ``after`` holds no utility scores: a forget-only evaluation)."""
+        task = self.plan.task
+        held_out, util = self.plan.roles(target)[HELD_OUT], task.utility_set
+        known = {s: sum(answered(before, s)) for s in held_out}
+        by_level = {s: usr(answered(before, s), answered(after, s), task.chance(s)) for s in held_out}
+        gur = self.gur(score(before[util]), score(after[util])) if util in after else None
+        return pooled(by_level, known), gur
+
+    def diverged(self, target: Target, cost: Cost, info: dict, stated: dict[str, Any]) -> dict[str, Any]:
+        """The record of a deletion that destroyed the model: a failure, never a score."""
+        config = self.plan.config
+        return json_safe({"method": config.method, "task": config.task, "target": target.id,
+                          "seed": config.seed, "status": "diverged",
+                          **{m: None for m in ("usr", "usr_seen", "gur", "locality", "rap", "rap_control",
+                                              "identity_alignment")},
+                          "seconds": cost.seconds, "peak_mem_mb": cost.peak_mem_mb, "info": info, **stated})
+
+    def record(self, target: Target, request: ForgetRequest, m: Measured, cost: Cost, info: dict,
+               stated: dict[str, Any]) -> dict[str, Any]:
+        """The result record of a deletion, with ``stated`` (its :func:`provenance`)."""
+        plan, task, config = self.plan, self.plan.task, self.plan.config
+        roles, chance = plan.roles(target), task.chance
+        b_scores, util, held_out = m.before["scores"], task.utility_set, roles[HELD_OUT]
+        known = {s: sum(answered(b_scores, s)) for s in held_out + roles[SEEN]}
+        forgotten = {s: sum(b and not a for b, a in zip(answered(b_scores, s), answered(m.after, s))) for s in held_out}
+
+        def rate(f, sets: list[str], *scores: Scores) -> dict[str, float | None]:
+            return {s: f(answered(b_scores, s), *(answered(x, s) for x in scores), chance(s)) for s in sets}
+
+        by_level = rate(usr, held_out, m.after)
+        locality = [p for s in roles[LOCALITY] for p in b_scores.get(s, [])]
+        locality_after = [p for s in roles[LOCALITY] for p in m.after.get(s, [])]
+        set_before = {s: score(rows) for s, rows in b_scores.items()}
+        set_after = {s: score(rows) for s, rows in m.after.items()}
+        record = {
+            "method": config.method, "task": config.task, "target": target.id, "seed": config.seed,
+            "status": "ok",
+            "usr": pooled(by_level, known),
+            "usr_seen": pooled(rate(usr, roles[SEEN], m.after), known),
+            "usr_by_level": by_level,
+            "gur": self.gur(set_before[util], set_after[util]),
+            "locality": retention(score(locality), score(locality_after)) if locality else None,
+            "rap": pooled(rate(recovery, held_out, m.after, m.relearned), forgotten),
+            "rap_control": pooled(rate(kept, held_out, m.control), known),
+            "identity_alignment": m.alignment,
+            "seconds": cost.seconds, "peak_mem_mb": cost.peak_mem_mb,
+            "known_forget_probes": sum(known[s] for s in held_out),
+            "forgotten_forget_probes": sum(forgotten.values()),
+            "forget_probes": sum(len(b_scores.get(s, [])) for s in held_out),
+            "n": {"utility": len(plan.bench.utility), "identity_prompts": len(plan.bench.general_prompts),
+                  "locality": len(locality), "request": len(request.facts), "retain": len(request.retain)},
+            "roles": roles,
+            "official": {"before": {**task.official_scores(set_before), **m.before["extra"]},
+                         "after": {**task.official_scores(set_after), **m.extra_after}},
+            "set_scores": {"before": set_before, "after": set_after},
+            "info": info,
+            **stated,
+        }
+        record.update({column: info.get(column) for column in plan.method_cls.result_columns})
+        return json_safe(record)

@@ -1,0 +1,60 @@
+"""The run's one model and the snapshots on disk it is put back from: each target edits
+the model in place (a deletion, an attack) and :meth:`Weights.at` restores it, so a run
+holds one copy of the weights in memory."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import weakref
+from pathlib import Path
+
+import torch
+
+from ..errors import UserError
+from .snapshot import Snapshot
+
+UNTOUCHED, CURRENT = "untouched", "current"
+
+
+class Weights:
+    """``model`` and its snapshots (in a hidden folder of ``out_dir``, removed with this
+    object): ``untouched``, and in sequential mode ``current`` (the last deletion's result)."""
+
+    def __init__(self, model: torch.nn.Module, out_dir: Path, method: str) -> None:
+        self.model, self._method = model, method
+        folder = Path(tempfile.mkdtemp(prefix=".weights-", dir=out_dir))
+        weakref.finalize(self, shutil.rmtree, folder, ignore_errors=True)
+        self._snapshots = {UNTOUCHED: Snapshot(model, folder / f"{UNTOUCHED}.safetensors")}
+        self._state: str | None = UNTOUCHED  # the snapshot the model equals (None: neither)
+
+    def at(self, state: str) -> torch.nn.Module:
+        """The model, put back to the snapshot ``state`` unless it is there already."""
+        if self._state != state:
+            try:
+                self._snapshots[state].restore(self.model)
+            except ValueError as exc:
+                raise UserError(f"method {self._method!r} left the model's structure changed ({exc}), so its "
+                                f"untouched weights cannot be put back for the next target; remove what the "
+                                f"deletion attached (e.g. PEFT's unload() or merge_and_unload()).") from None
+            self._state = state
+        return self.model
+
+    def to_start(self) -> torch.nn.Module:
+        """The model, put back where a deletion starts: the untouched weights, or in
+        sequential mode the last deletion's result."""
+        return self.at(CURRENT if CURRENT in self._snapshots else UNTOUCHED)
+
+    def edited(self) -> torch.nn.Module:
+        """The model, about to be changed in place (a deletion or an attack)."""
+        self._state = None
+        return self.model
+
+    def keep(self, result: torch.nn.Module) -> None:
+        """Sequential mode: snapshot a deletion's ``result`` as the state the next one starts from."""
+        if result is not self.model:
+            raise UserError(f"--sequential needs a method that edits the model it is given in place; method "
+                            f"{self._method!r} returned another model object. Drop --sequential.")
+        folder = self._snapshots[UNTOUCHED].path.parent
+        self._snapshots[CURRENT] = Snapshot(self.model, folder / f"{CURRENT}.safetensors")
+        self._state = CURRENT

@@ -1,0 +1,83 @@
+"""Building what a run works on: model specs, the knowledge label, the proxy (named and
+keyed before it is built), the views, and each target's deletion request."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from r2f_bench.engine import build
+from r2f_bench.engine.config import RunConfig
+from r2f_bench.engine.models import DEFAULT_PROXY, DEFAULT_MODEL, EmbeddedSpec
+from r2f_bench.engine.plan import Plan
+from r2f_bench.errors import UserError
+from r2f_bench.tasks.rwku import SAMPLE_DIR
+
+
+def plan(tmp_path, method: str = "fullgrad", **kw) -> Plan:
+    return Plan(RunConfig(method=method, task="rwku", data_dir=str(SAMPLE_DIR), limit=1, views=3, seed=7,
+                          output=str(tmp_path), **kw), progress=lambda m: None)
+
+
+@pytest.fixture
+def stand_in(monkeypatch):
+    """build_model without a model (what it was asked to build, and a tiny stand-in), and
+    views without the paraphrases' sentence embedder (the facts as asked, repeated)."""
+    asked: list[str] = []
+
+    def build_model(plan, spec, default, device):
+        asked.append(spec)
+        return torch.nn.Linear(2, 2), None, "stand-in", {"never_taught_answered": 40.0}
+
+    def build_views(facts, n_views, paraphraser, seed):
+        asked.append(f"{n_views} views, seed {seed}")
+        return [list(facts)] * n_views
+
+    monkeypatch.setattr(build, "build_model", build_model)
+    monkeypatch.setattr(build, "build_views", build_views)
+    return asked
+
+
+def test_specs_and_labels():
+    assert build.embedded_spec("embedded", DEFAULT_MODEL) is DEFAULT_MODEL
+    assert build.embedded_spec("embedded-proxy", DEFAULT_PROXY) is DEFAULT_PROXY
+    assert build.embedded_spec("embedded:gpt2-h32-l2", DEFAULT_MODEL) == EmbeddedSpec.parse("embedded:gpt2-h32-l2")
+    assert build.embedded_spec("org/model", DEFAULT_MODEL) is None
+    assert build.taught_label({"facts": 12, "taught_token_accuracy": 0.98765}) == (
+        "embedded demo model, taught 12 strings to answer-token accuracy 0.988: USR is taught-string recall")
+    assert build.taught_label({"world_texts": 5, "taught_answered": 91.2, "never_taught_answered": 64.6}) == (
+        "embedded demo model taught a synthetic knowledge world: answers 91% of taught and 65% of never-taught "
+        "questions")
+
+
+def test_built_states_its_knowledge_and_the_views_of_the_run(tmp_path, stand_in):
+    p = plan(tmp_path)
+    built = build.build_models(p, torch.device("cpu"))
+    assert stand_in == ["embedded"] and built.proxy is None  # fullgrad uses no proxy: none is built or named
+    assert built.knowledge == {"embedded": True, "taught_strings": True, "never_taught_answered": 40.0}
+    facts = p.targets[0].request[:2]
+    assert built.views(facts)[0] == facts and stand_in[-1] == "3 views, seed 7"
+
+
+def test_the_proxy_is_named_and_keyed_before_it_is_built(tmp_path, stand_in):
+    built = build.build_models(plan(tmp_path, method="r2f"), torch.device("cpu"))
+    assert built.proxy.label == DEFAULT_PROXY.label and built.proxy.key.startswith(f"{DEFAULT_PROXY.label}@")
+    assert stand_in == ["embedded"]
+    assert built.proxy.load()[1] is None and stand_in == ["embedded", "embedded-proxy"]
+    hub = build.build_proxy(plan(tmp_path, method="r2f", proxy=str(tmp_path)), torch.device("cpu"))
+    assert hub.label == hub.key == str(tmp_path)
+
+
+def test_a_request_has_the_runs_views_and_retain_items_and_never_leaks_a_probe(tmp_path, stand_in):
+    p = plan(tmp_path)
+    built = build.build_models(p, torch.device("cpu"))
+    target = p.targets[0]
+    request = build.forget_request(p, built, target)
+    assert (request.target, request.name, request.facts) == (target.id, target.name, target.request)
+    assert len(request.views) == 3 and request.retain == p.retain_for(target) and stand_in[-1] == "3 views, seed 7"
+    held_out = p.roles(target)["held_out"][0]
+    leaking = dataclasses.replace(built, views=lambda facts: [facts, target.probes[held_out]])
+    with pytest.raises(UserError, match=f"{target.id}.*choose another --paraphraser"):
+        build.forget_request(p, leaking, target)

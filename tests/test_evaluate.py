@@ -1,0 +1,137 @@
+"""The evaluator: the untouched model's evaluation and RAP's control evaluated on the
+untouched weights and cached (a wrong-shape entry rebuilt), RAP's attack data and the
+edits it makes put back, identity alignment's reference taken once."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from r2f_bench.data import Probe
+from r2f_bench.engine import evaluate
+from r2f_bench.engine.config import RunConfig
+from r2f_bench.engine.evaluate import Evaluator, scores_shape, untouched_shape
+from r2f_bench.engine.plan import Plan
+from r2f_bench.engine.weights import UNTOUCHED, Weights
+from r2f_bench.tasks.rwku import SAMPLE_DIR
+
+
+@pytest.fixture
+def plan(tmp_path, monkeypatch):
+    monkeypatch.setenv("R2F_BENCH_CACHE", str(tmp_path / "cache"))
+    return Plan(RunConfig(method="fullgrad", task="rwku", data_dir=str(SAMPLE_DIR), limit=1, output=str(tmp_path)),
+                progress=lambda m: None)
+
+
+def bias(model: torch.nn.Module) -> float:
+    return float(model.bias.detach().sum())
+
+
+class Scored:
+    """Stand-in scores (every probe answered) that note the bias of each model scored."""
+
+    def __init__(self, plan: Plan) -> None:
+        self.plan, self.models = plan, []
+
+    def __call__(self, model, target, forget_only=False):
+        self.models.append(bias(model))
+        return {s: [{"answered": 1.0} for _ in ps] for s, ps in self.plan.probe_sets(target, forget_only).items()}
+
+
+def evaluator(plan: Plan, monkeypatch, label: str = "stand-in") -> tuple[Evaluator, Scored]:
+    torch.manual_seed(0)
+    weights = Weights(torch.nn.Linear(2, 2), plan.out_dir, "m")
+    ev = Evaluator(plan, SimpleNamespace(label=label, info={}, tokenizer=None), weights)
+    scored = Scored(plan)
+    monkeypatch.setattr(ev, "scores", scored)
+    return ev, scored
+
+
+def edit(ev: Evaluator) -> None:
+    with torch.no_grad():
+        ev.weights.edited().bias.add_(1.0)
+
+
+def attack(model: torch.nn.Module, *args, **kwargs) -> None:
+    """A stand-in for RAP's fine-tune: every bias up by 4."""
+    with torch.no_grad():
+        model.bias.add_(4.0)
+
+
+def test_the_untouched_evaluation_is_of_the_untouched_weights_and_cached(plan, monkeypatch):
+    ev, scored = evaluator(plan, monkeypatch)
+    target, untouched = plan.targets[0], bias(ev.weights.model)
+    edit(ev)  # e.g. mid-sequence: the model holds the last deletion's result
+    first = ev.untouched(target)
+    assert scored.models == [untouched] and first == json.loads(ev.untouched_path(target).read_text())
+    assert set(first["scores"]) == set(plan.probe_sets(target)) and first["extra"] == {}
+    again, rescored = evaluator(plan, monkeypatch)  # another run of the same model: read back
+    assert again.untouched(target) == first and rescored.models == []
+    other, _ = evaluator(plan, monkeypatch, label="another model")
+    assert other.untouched_path(target) != ev.untouched_path(target)
+
+
+def test_a_wrong_shape_untouched_entry_is_rebuilt(plan, monkeypatch):
+    ev, scored = evaluator(plan, monkeypatch)
+    target = plan.targets[0]
+    first = ev.untouched(target)
+    ev.untouched_path(target).write_text(json.dumps({"scores": {"forget_qa": [1]}, "extra": {}}))
+    assert ev.untouched(target) == first and len(scored.models) == 2
+
+
+def test_raps_control_attacks_the_untouched_weights_cached_by_attack(plan, monkeypatch):
+    ev, scored = evaluator(plan, monkeypatch)
+    target, untouched = plan.targets[0], bias(ev.weights.model)
+    monkeypatch.setattr(evaluate, "finetune", attack)
+    request = SimpleNamespace(views=[target.request, target.request], facts=target.request)
+    data = ev.attack_data(request)
+    edit(ev)
+    control = ev.control(target, data)
+    assert scored.models == [pytest.approx(untouched + 8)]
+    assert set(control) == set(plan.probe_sets(target, forget_only=True))
+    assert bias(ev.weights.at(UNTOUCHED)) == untouched  # the attack is put back
+    assert ev.control(target, data) == control and len(scored.models) == 1
+    ev.control(target, data[1:])
+    assert len(scored.models) == 2  # other attack data: another entry
+
+
+def test_the_attack_on_the_runs_model_is_put_back(plan, monkeypatch):
+    ev, scored = evaluator(plan, monkeypatch)
+    untouched = bias(ev.weights.model)
+    monkeypatch.setattr(evaluate, "finetune", attack)
+    ev.relearned(ev.weights.at(UNTOUCHED), plan.targets[0], [])
+    assert scored.models == [pytest.approx(untouched + 8)] and bias(ev.weights.at(UNTOUCHED)) == untouched
+
+
+def test_attack_data_is_half_the_facts_in_their_paraphrases(plan, monkeypatch):
+    ev, _ = evaluator(plan, monkeypatch)
+    facts = [Probe(prompt=f"Q{i}", answer=f"A{i}", set="request", target="t") for i in range(6)]
+    paraphrased = [dataclasses.replace(p, prompt=f"again: {p.prompt}") for p in facts]
+    data = ev.attack_data(SimpleNamespace(views=[facts, paraphrased], facts=facts))
+    assert len(data) == 3 and all(p.prompt.startswith("again: ") for p in data)
+    assert data == ev.attack_data(SimpleNamespace(views=[facts, paraphrased], facts=facts))
+    assert ev.attack_data(SimpleNamespace(views=[facts[:1]], facts=facts[:1])) == facts[:1]  # no paraphrase: as asked
+
+
+def test_identity_alignments_reference_is_the_untouched_models_taken_once(plan, monkeypatch):
+    ev, _ = evaluator(plan, monkeypatch)
+    untouched, taken = bias(ev.weights.model), []
+    monkeypatch.setattr(evaluate, "next_token_distributions",
+                        lambda model, tok, prompts: taken.append(bias(model)) or [])
+    monkeypatch.setattr(evaluate, "identity_alignment", lambda ref, model, tok, prompts: 0.5)
+    edit(ev)
+    assert ev.alignment(ev.weights.model) == 0.5 and ev.alignment(ev.weights.model) == 0.5
+    assert taken == [untouched]
+
+
+def test_shapes_say_why_an_entry_does_not_fit():
+    sets = {"forget_qa": [None, None], "empty": []}
+    assert scores_shape({"forget_qa": [{}, {}]}, sets) is None
+    assert scores_shape([], sets) == "a JSON list, not an object of probe sets"
+    assert scores_shape({"forget_qa": [{}, 1]}, sets) == "probe set 'forget_qa' lacks its 2 score rows"
+    assert untouched_shape({"scores": {"forget_qa": [{}, {}]}}, sets) == "not an evaluation record (scores and extra)"
+    assert untouched_shape({"scores": {"forget_qa": [{}, {}]}, "extra": {}}, sets) is None

@@ -1,0 +1,63 @@
+"""A run's plan: inputs checked and data loaded without a model, each target's probe sets
+by role, seeded retain items, and the dev split."""
+
+from __future__ import annotations
+
+import pytest
+
+from r2f_bench.engine.config import RunConfig
+from r2f_bench.engine.plan import Plan, split_of
+from r2f_bench.errors import UserError
+from r2f_bench.tasks.rwku import SAMPLE_DIR
+
+
+@pytest.fixture
+def plan(tmp_path, monkeypatch):
+    monkeypatch.setenv("R2F_BENCH_CACHE", str(tmp_path / "cache"))
+    return Plan(RunConfig(method="fullgrad", task="rwku", data_dir=str(SAMPLE_DIR), limit=2,
+                          params={"step": "0.5"}, output=str(tmp_path)),
+                progress=lambda m: None)
+
+
+def test_probe_sets_by_role_and_the_utility_set_last(plan):
+    target = plan.targets[0]
+    roles = plan.roles(target)
+    assert roles["held_out"] and roles["locality"] and not set(roles["held_out"]) & set(roles["locality"])
+    assert all(plan.task.role(s, plan.bench) == role for role, sets in roles.items() for s in sets)
+    sets = plan.probe_sets(target)
+    assert list(sets) == roles["held_out"] + roles["seen"] + roles["locality"] + [plan.task.utility_set]
+    assert sets[plan.task.utility_set] == plan.bench.utility
+    assert list(plan.probe_sets(target, forget_only=True)) == roles["held_out"] + roles["seen"]
+
+
+def test_retain_items_are_a_seeded_sample_of_the_dev_requests(plan):
+    target = plan.targets[0]
+    retain = plan.retain_for(target)
+    assert retain == plan.retain_for(target) and retain != plan.retain_for(plan.targets[1])
+    assert set(retain) <= set(plan.split.retain_pool()) and all(p.target != target.id for p in retain)
+
+
+def test_the_completed_config_and_the_runner_api(plan):
+    assert plan.config.forget_source == "corpus"  # the task's default, so one store key for the same work
+    assert plan.resolved_params() == {"step": 0.5, "loss": plan.params.loss}  # --set, and the defaults filled in
+    assert plan.data_revision() == plan.bench.revision
+    assert set(plan.versions()) == {"r2f-bench", "torch", "method:fullgrad", "task:rwku"}
+    assert not hasattr(plan, "model")
+
+
+def test_bad_inputs_fail_before_any_data_loads(tmp_path):
+    with pytest.raises(UserError, match="unknown split 'test'"):
+        Plan(RunConfig(method="fullgrad", task="rwku", split="test", output=str(tmp_path)), progress=lambda m: None)
+    with pytest.raises(UserError, match="method 'eco' edits no weights"):
+        Plan(RunConfig(method="eco", task="rwku", save_model=str(tmp_path / "m"), output=str(tmp_path)),
+             progress=lambda m: None)
+
+
+def test_the_dev_split_scores_one_half_and_fits_on_the_other(plan):
+    assert split_of(plan.bench, "eval") is plan.bench
+    dev = split_of(plan.bench, "dev")
+    assert [t.id for t in dev.targets + dev.dev_targets] == [t.id for t in plan.bench.dev_targets]
+    assert len(dev.targets) == len(plan.bench.dev_targets) // 2
+    with pytest.raises(UserError, match="at least 2 dev targets"):
+        split_of(split_of(plan.bench, "dev"), "dev")
+

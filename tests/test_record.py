@@ -1,0 +1,112 @@
+"""The record schema: a record's headline and fields from given per-probe scores, the
+diverged record, GUR's utility floor said once, and the provenance every record states."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from r2f_bench.cost import Cost
+from r2f_bench.data import ForgetRequest, Probe, Target
+from r2f_bench.engine.metrics import MIN_UTILITY
+from r2f_bench.engine.record import Measured, Recorder, provenance
+
+ROLES = {"held_out": ["forget_a", "forget_b"], "seen": ["seen"], "locality": ["neighbour"]}
+
+
+class Task:
+    utility_set = "utility"
+
+    def chance(self, probe_set: str) -> float:
+        return 0.0
+
+    def official_scores(self, set_scores: dict[str, float]) -> dict[str, float]:
+        return {"forget": set_scores["forget_a"]}
+
+
+@pytest.fixture
+def said() -> list[str]:
+    return []
+
+
+@pytest.fixture
+def plan(said):
+    return SimpleNamespace(task=Task(), roles=lambda target: ROLES, progress=said.append,
+                           config=SimpleNamespace(method="m", task="t", seed=3, to_dict=lambda: {"method": "m"}),
+                           bench=SimpleNamespace(utility=[None] * 4, general_prompts=["p"] * 2, request_source="corpus",
+                                                 revision="r1"),
+                           method_cls=SimpleNamespace(result_columns=("grad_cosine",)),
+                           resolved_params=lambda: {"step": 0.1}, versions=lambda: {"r2f-bench": "0"})
+
+
+def rows(*answered: int) -> list[dict]:
+    return [{"answered": float(a), "rouge_l_recall": float(a)} for a in answered]
+
+
+def recalls(*scores: float) -> list[dict]:
+    return [{"rouge_l_recall": s} for s in scores]
+
+
+BEFORE = {"forget_a": rows(1, 1, 1, 0), "forget_b": rows(1, 0), "seen": rows(1, 1),
+          "neighbour": recalls(1.0, 0.5), "utility": recalls(1, 1, 0, 1)}
+AFTER = {"forget_a": rows(0, 1, 0, 0), "forget_b": rows(0, 0), "seen": rows(0, 1),
+         "neighbour": recalls(0.5, 0.5), "utility": recalls(1, 0.5, 0, 1)}
+RELEARNED = {"forget_a": rows(1, 0, 0, 0), "forget_b": rows(1, 0), "seen": rows(0, 0)}
+CONTROL = {"forget_a": rows(1, 1, 0, 0), "forget_b": rows(1, 0), "seen": rows(1, 1)}
+TARGET = Target(id="t1", name="T One", request=[], probes={})
+REQUEST = ForgetRequest(target="t1", views=[[Probe(prompt="Q?", answer="A", set="request", target="t1",
+                                                  question="Q?")]],
+                        retain=[Probe(prompt="R?", answer="B", set="request", target="t2")])
+
+
+def test_a_records_scores_from_given_before_and_after(plan):
+    measured = Measured({"scores": BEFORE, "extra": {"mink": 1.0}}, AFTER, {"mink": 2.0}, 0.9, RELEARNED, CONTROL)
+    record = Recorder(plan).record(TARGET, REQUEST, measured, Cost(seconds=2.0, peak_mem_mb=10.0),
+                                   {"grad_cosine": 0.5}, {"host": "h"})
+    # forget_a forgets 2 of its 3 known probes, forget_b its 1: pooled by known probes
+    assert record["usr_by_level"] == pytest.approx({"forget_a": 200 / 3, "forget_b": 100.0})
+    assert record["usr"] == pytest.approx(75.0) and record["usr_seen"] == pytest.approx(50.0)
+    assert record["gur"] == pytest.approx(62.5 / 75 * 100) and record["locality"] == pytest.approx(50 / 75 * 100)
+    # of the 3 forgotten, the attack brings back 1 of forget_a's 2 and forget_b's 1; the control keeps 3 of 4 known
+    assert record["rap"] == pytest.approx(200 / 3) and record["rap_control"] == pytest.approx(75.0)
+    assert (record["known_forget_probes"], record["forgotten_forget_probes"], record["forget_probes"]) == (4, 3, 6)
+    assert record["n"] == {"utility": 4, "identity_prompts": 2, "locality": 2, "request": 1, "retain": 1}
+    assert record["official"] == {"before": {"forget": 75.0, "mink": 1.0}, "after": {"forget": 25.0, "mink": 2.0}}
+    assert record["set_scores"]["after"]["utility"] == 62.5 and record["roles"] == ROLES
+    assert [record[k] for k in ("method", "task", "target", "seed", "status")] == ["m", "t", "t1", 3, "ok"]
+    assert (record["identity_alignment"], record["seconds"], record["peak_mem_mb"]) == (0.9, 2.0, 10.0)
+    assert record["grad_cosine"] == 0.5 and record["host"] == "h"  # a result column from info; the provenance
+
+
+def test_the_headline_is_the_records_usr_and_gur(plan):
+    recorder = Recorder(plan)
+    assert recorder.headline(TARGET, BEFORE, AFTER) == pytest.approx((75.0, 62.5 / 75 * 100))
+    forget_only = {s: AFTER[s] for s in ("forget_a", "forget_b", "seen")}
+    assert recorder.headline(TARGET, BEFORE, forget_only) == (pytest.approx(75.0), None)
+
+
+def test_a_diverged_record_is_a_failure_never_a_score(plan):
+    record = Recorder(plan).diverged(TARGET, Cost(seconds=1.0, peak_mem_mb=float("nan")), {"loss": 1.0}, {"host": "h"})
+    assert record["status"] == "diverged" and record["peak_mem_mb"] is None  # strict JSON: NaN is null
+    assert all(record[m] is None for m in ("usr", "usr_seen", "gur", "locality", "rap", "rap_control",
+                                           "identity_alignment"))
+    assert record["info"] == {"loss": 1.0} and record["host"] == "h"
+
+
+def test_gur_is_na_below_the_utility_floor_said_once(plan, said):
+    recorder = Recorder(plan)
+    assert recorder.gur(2.0, 19.1) is None and recorder.gur(MIN_UTILITY / 2, 0.0) is None
+    assert len(said) == 1 and "2.0% on the utility set" in said[0]
+    assert recorder.gur(50.0, 45.0) == 90.0
+
+
+def test_provenance_states_the_phases_that_ran_in_order_and_the_runs_one_time_costs(plan):
+    built = SimpleNamespace(label="model", proxy=None, knowledge={"embedded": True})
+    stated = provenance(plan, built, REQUEST, {"load": 3.0, "setup": 1.5}, 9.0,
+                        {"rap": 2.0, "untouched": 1.0, "restore": 0.5}, on_cpu=False)
+    assert list(stated["phases"]) == ["untouched", "rap", "restore"]
+    assert stated["phases_once"] == {"load": 3.0, "setup": 1.5} and stated["setup_seconds"] == 1.5
+    assert stated["models"] == {"target": "model", "proxy": None} and stated["threads"] is None
+    assert stated["views"] == [["Q?"]] and stated["wall_seconds"] == 9.0 and stated["data_revision"] == "r1"
+    assert [stated[k] for k in ("params", "versions", "config")] == [{"step": 0.1}, {"r2f-bench": "0"}, {"method": "m"}]
