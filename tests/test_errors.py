@@ -206,7 +206,7 @@ def test_second_claim_on_a_job_is_refused_and_a_dead_holder_is_taken_over(tmp_pa
 
 
 def test_table_skips_invalid_records_and_writes_every_format(tmp_path, capsys):
-    from test_tables import record
+    from records import record
 
     from r2f_bench.results.store import Store, record_key
 
@@ -258,7 +258,7 @@ def test_corrupt_cached_decoder_is_refitted(tiny, context):
 def test_nan_edit_is_a_diverged_record_never_perfect_forgetting(tmp_path):
     """A method that destroys the model is recorded as failed (metrics null, strict JSON) and
     left out of tables with a count; the run's work folders are gone afterwards."""
-    from test_tables import record as table_record
+    from records import record as table_record
 
     from r2f_bench import hookimpl
     from r2f_bench.plugins import registry

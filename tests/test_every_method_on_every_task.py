@@ -3,7 +3,7 @@
 The models here are tiny and untaught (what is under test is that each method copes
 with each task's prompts, answers and formats: cloze, QA, multiple choice, long
 passages); that methods really forget is tested on taught models in
-test_methods.py and test_baselines.py.
+r2f/test_method.py and baselines/test_baselines.py.
 """
 
 from __future__ import annotations

@@ -66,23 +66,31 @@ def package_imports(path: Path) -> set[str]:
         here = here[:-1]
     found = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.ImportFrom) and node.level:
-            base = here[: len(here) - node.level + 1]
-            found.add(".".join(base + ([node.module] if node.module else [])))
-        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("r2f_bench"):
-            found.add(node.module.removeprefix("r2f_bench").lstrip("."))
+        if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("r2f_bench")):
+            if node.level:
+                base = ".".join(here[: len(here) - node.level + 1] + ([node.module] if node.module else []))
+            else:
+                base = node.module.removeprefix("r2f_bench").lstrip(".")
+            found |= {f"{base}.{a.name}".lstrip(".") for a in node.names}  # a name may be a submodule
         elif isinstance(node, ast.Import):
             found |= {a.name.removeprefix("r2f_bench").lstrip(".") for a in node.names if a.name.startswith("r2f_bench")}
     return found
 
 
+# the one import that points up, on purpose: R2F's register_commands hook loads its commands
+# when the command line builds its parser
+ALLOWED = {("r2f", "r2f.commands")}
+
+
 def test_no_layer_imports_a_layer_above_it():
     upward = [f"{module_name(p)[0]} -> {m}" for folder in PRODUCTION for p in sorted((ROOT / folder).rglob("*.py"))
-              for m in package_imports(p) if layer(m) > layer(module_name(p)[0])]
+              for m in package_imports(p)
+              if layer(m) > layer(module_name(p)[0]) and (module_name(p)[0], m) not in ALLOWED]
     assert not upward, f"imports that point up a layer (see docs/layout.md): {upward}"
 
 
 def test_the_layer_check_sees_an_upward_import():
     assert layer("engine.run") == 2 and layer("results.store") == 4 and layer("r2f.commands") == 5
     assert layer("") == 0 and layer("cache") == 0 and layer("tasks.rwku.world") == 3
-    assert "results.store" in package_imports(ROOT / "r2f_plugin" / "results" / "sweep.py")
+    assert "results.store.Store" in package_imports(ROOT / "r2f_plugin" / "results" / "sweep.py")
+    assert "r2f.commands" in package_imports(ROOT / "r2f_plugin" / "r2f" / "__init__.py")

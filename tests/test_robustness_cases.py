@@ -13,7 +13,7 @@ import pytest
 
 from r2f_bench.cli import main
 from r2f_bench.results.store import Store, record_key
-from test_tables import record
+from records import record
 
 RUN = ["--method", "r2f", "--task", "rwku"]
 

@@ -1,7 +1,7 @@
 import argparse
 
 import pytest
-from test_tables import record
+from records import record
 
 from r2f_bench.errors import UserError
 from r2f_bench.cli.plot import add_parser as add_plot_parser

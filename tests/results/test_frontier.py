@@ -202,7 +202,7 @@ def test_frontier_json_pipes_into_json_tool(tmp_path):
     import sys
     from pathlib import Path
 
-    tests = Path(__file__).parent
+    tests = Path(__file__).parents[1]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tests), os.environ.get("PYTHONPATH", "")]),
            "OMP_NUM_THREADS": "1"}
     cmd = (f"{sys.executable} -m fake_runner frontier --methods r2f,fullgrad --baseline fullgrad "

@@ -13,7 +13,7 @@ import pytest
 from r2f_bench.cli import main
 from r2f_bench.results.store import Store, record_key
 
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]
 SWEEP = ["sweep", "--tasks", "rwku", "--limit", "2", "--launcher", "submitit",
          "--slurm-executor", "local", "--quiet"]
 

@@ -78,7 +78,7 @@ def test_listings_json(capsys):
 def fake_store(root) -> None:
     """A results store of synthetic records (no model runs)."""
     from r2f_bench.results.store import Store, record_key
-    from test_tables import synthetic
+    from records import synthetic
 
     store = Store(root)
     for r in synthetic():
@@ -100,7 +100,7 @@ def test_json_is_alone_on_stdout_and_pipes_into_json_tool(entry, command, tmp_pa
     from pathlib import Path
 
     fake_store(tmp_path)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]),
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH", "")]),
            "OMP_NUM_THREADS": "1"}
     argv = " ".join(shlex.quote(a.format(out=tmp_path)) for a in command)
     done = subprocess.run(f"{sys.executable} -m {entry} {argv} --json | {sys.executable} -m json.tool", shell=True,

@@ -48,7 +48,7 @@ def test_put_get_records_and_export(tmp_path):
 def test_a_record_written_before_the_rename_reads_under_the_new_names(tmp_path, capsys):
     """An older store's ``mia`` (and ``n.mia_prompts``) count as identity alignment in the tables."""
     from r2f_bench.cli import main
-    from test_tables import record
+    from records import record
 
     store = Store(tmp_path)
     new = record("r2f", "rwku", 0, "t1", 10.0, 90.0, 20.0, 0.876, 1.0)

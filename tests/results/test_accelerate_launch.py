@@ -12,7 +12,7 @@ from pathlib import Path
 from r2f_bench.results.store import Store
 from r2f_bench.results.sweep import plan
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 METHODS, TASKS, SEEDS = ["r2f", "grad_ascent", "fullgrad"], ["rwku"], [0, 1]
 
 

@@ -10,40 +10,7 @@ from r2f_bench.results.aggregate import summarize
 from r2f_bench.cli.table import add_parser as add_table_parser
 from r2f_bench.results.render import render, to_markdown
 from r2f_bench.results.tables import build_tables
-
-TARGET, PROXY = "embedded:mistral-h128-l4", "embedded:mistral-h64-l2"
-FACTS = {"rwku": 120, "wmdp": 80}
-# method -> (usr, gur, rap, identity alignment, seconds) bases; per seed s and target t the value is base + s + (0 | 2)
-BASES = {"fullgrad": (50, 90, 30, 0.70, 10), "ga": (60, 80, 10, 0.60, 6), "r2f": (80, 95, 20, 0.90, 2)}
-
-
-def record(method, task, seed, target, usr, gur, rap, alignment, seconds, params=None, model="embedded",
-           proxy="embedded-proxy"):
-    """A record shaped like the runner's; the model label differs per task, as embedded models' do."""
-    config = {"method": method, "task": task, "seed": seed, "model": model, "proxy": proxy,
-              "params": params or {}, "views": 5, "output": "x", "limit": None, "targets": None,
-              "data_dir": None}
-    label = f"{TARGET if model == 'embedded' else model} (embedded demo model, taught {FACTS[task]} facts)"
-    return {"method": method, "task": task, "target": target, "seed": seed, "usr": usr, "gur": gur,
-            "rap": rap, "identity_alignment": alignment, "seconds": seconds, "peak_mem_mb": 100.0 * seconds, "config": config,
-            "versions": {"r2f-bench": "0.1.0", "torch": "2.13.0"},
-            "models": {"target": label, "proxy": PROXY if proxy == "embedded-proxy" else proxy},
-            "data_revision": f"{task}-rev1", "official": {}}
-
-
-def synthetic():
-    out = []
-    for method, (usr, gur, rap, alignment, sec) in BASES.items():
-        for task in ("rwku", "wmdp"):
-            for seed in (0, 1, 2):
-                for target, d in (("t1", 0), ("t2", 2)):
-                    out.append(record(method, task, seed, target, usr + seed + d, gur + seed + d,
-                                      rap + seed + d, alignment + (seed + d) / 100, sec + seed + d))
-    # a variant with one seed, and a target whose USR is undefined (nothing known before)
-    out.append(record("r2f", "rwku", 0, "t1", 10.0, 10.0, 99.0, 0.1, 1.0, params={"rank": "4"}))
-    out.append(record("r2f", "rwku", 0, "t3", None, 10.0, 99.0, 0.1, 1.0, params={"rank": "4"}))
-    return out
-
+from records import MODEL, PROXY, record, synthetic
 
 @pytest.fixture
 def tables():
@@ -103,7 +70,7 @@ def test_all_formats_state_provenance(tables):
     assert set(rendered["csv"]) == {f"{name}.csv" for name in tables}
     for fmt, files in rendered.items():
         for text in files.values():
-            for needle in (TARGET, PROXY, "rwku-rev1", "r2f-bench 0.1.0", "torch 2.13.0"):
+            for needle in (MODEL, PROXY, "rwku-rev1", "r2f-bench 0.1.0", "torch 2.13.0"):
                 assert needle in text, (fmt, needle)
     tex = rendered["latex"]["tables.tex"]
     assert r"\toprule" in tex and r"\cmidrule(lr){2-5}" in tex and r"\textbf{82.0} {\scriptsize [" in tex
