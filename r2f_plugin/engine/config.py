@@ -99,8 +99,11 @@ class RunConfig:
         "default; probes, its FB cloze facts); see docs/tasks.md"))
     retain_items: int = field(default=64, metadata=option(  # the same number in both splits
         "retain items each request carries, sampled with --seed (default %(default)s)", least=0))
-    rap_steps: int = 5
-    rap_lr: float = 1e-3
+    rap_steps: int = field(default=5, metadata=option(
+        "steps of RAP's relearning attack after each deletion (default %(default)s); 0: no attack, RAP and its "
+        "control are not measured (n/a), e.g. when the attack's optimiser state does not fit beside the model",
+        least=0))
+    rap_lr: float = field(default=1e-3, metadata=option("learning rate of RAP's attack (default %(default)s)"))
     output: str = field(default="r2f-output", metadata=option(
         "results directory: one record per target in jobs/, exported to results.jsonl (default: %(default)s/)",
         sweep="kept"))

@@ -97,9 +97,11 @@ class Evaluator:
         keep = {p.answer for p in rng.sample(list(request.facts), max(1, len(request.facts) // 2))}
         return [p for p in paraphrased if p.answer in keep]
 
-    def relearned(self, model: torch.nn.Module, target: Target, data: list[Probe]) -> dict[str, list[dict]]:
+    def relearned(self, model: torch.nn.Module, target: Target, data: list[Probe]) -> dict[str, list[dict]] | None:
         """RAP's attack: the forget-set scores of ``model`` after it is fine-tuned in place
-        for ``rap_steps`` steps on ``data``."""
+        for ``rap_steps`` steps on ``data`` (``None``, and ``model`` untouched, with no steps)."""
+        if not self.plan.config.rap_steps:
+            return None
         if model is self.weights.model:
             self.weights.edited()
         for p in model.parameters():
@@ -109,10 +111,12 @@ class Evaluator:
                  max_steps=config.rap_steps, seed=config.seed)
         return self.scores(model, target, forget_only=True)
 
-    def control(self, target: Target, data: list[Probe]) -> dict[str, list[dict]]:
+    def control(self, target: Target, data: list[Probe]) -> dict[str, list[dict]] | None:
         """RAP's control: the untouched model's :meth:`relearned` scores, cached beside its
-        plain evaluation."""
+        plain evaluation (``None`` with no attack steps)."""
         config = self.plan.config
+        if not config.rap_steps:
+            return None
         attack = [(p.prompt, p.answer) for p in data]
         path = entry_path(f"{config.task}-attack", [self.untouched_path(target).stem, attack, config.rap_steps,
                                                     config.rap_lr])

@@ -36,14 +36,15 @@ class Measured:
     """What one deletion's evaluation measured: the untouched model's evaluation
     (``before``: ``scores`` and ``extra``), the edited model's scores and extra scores,
     its identity alignment, and RAP's forget-set scores after the attack on the edited
-    model (``relearned``) and on the untouched one (``control``)."""
+    model (``relearned``) and on the untouched one (``control``); both ``None`` when no
+    attack ran (``--rap-steps 0``)."""
 
     before: dict[str, Any]
     after: Scores
     extra_after: dict[str, Any]
     alignment: float
-    relearned: Scores
-    control: Scores
+    relearned: Scores | None
+    control: Scores | None
 
 
 def provenance(plan: Plan, built: Built, request: ForgetRequest, phases_once: dict[str, float], wall: float,
@@ -122,8 +123,8 @@ class Recorder:
             "usr_by_level": by_level,
             "gur": self.gur(set_before[util], set_after[util]),
             "locality": retention(score(locality), score(locality_after)) if locality else None,
-            "rap": pooled(rate(recovery, held_out, m.after, m.relearned), forgotten),
-            "rap_control": pooled(rate(kept, held_out, m.control), known),
+            "rap": pooled(rate(recovery, held_out, m.after, m.relearned), forgotten) if m.relearned is not None else None,
+            "rap_control": pooled(rate(kept, held_out, m.control), known) if m.control is not None else None,
             "identity_alignment": m.alignment,
             "seconds": cost.seconds, "peak_mem_mb": cost.peak_mem_mb,
             "known_forget_probes": sum(known[s] for s in held_out),

@@ -43,7 +43,8 @@ SEEN_NOTE = ("USR counts held-out probes, phrased apart from anything the reques
              "two measurements, neither bounds the other")
 ALIGNMENT_NOTE = ("ID-align is identity alignment (the paper's \"MIA\"), not a membership-inference attack; the "
                   "paper's Table 3 ranks it lower-is-better, so no direction is marked best here")
-NA_NOTE = ("n/a: undefined, nothing to count: RAP where nothing was forgotten (nothing can come back), the other "
+NA_NOTE = ("n/a: undefined, nothing to count: RAP where nothing was forgotten (nothing can come back) or no attack ran "
+           "(--rap-steps 0), the other "
            "shares where the untouched model knew none of their probes or the benchmark has none, GUR where the untouched "
            f"model's utility score is below {MIN_UTILITY:g}% (a ratio to almost nothing)")
 UNRANKED = frozenset({"identity_alignment"})  # closeness to the untouched model: neither better nor worse (ALIGNMENT_NOTE)

@@ -42,6 +42,8 @@ def given(opt) -> tuple[list[str], object]:
     if opt.kind is int:
         value = (opt.least or 0) + 1
         return [opt.flag, str(value)], value
+    if opt.kind is float:
+        return [opt.flag, "0.5"], 0.5
     return [opt.flag, "given"], "given"
 
 

@@ -107,6 +107,17 @@ def test_the_attack_on_the_runs_model_is_put_back(plan, monkeypatch):
     assert scored.models == [pytest.approx(untouched + 8)] and bias(ev.weights.at(UNTOUCHED)) == untouched
 
 
+def test_with_no_attack_steps_nothing_is_attacked_evaluated_or_cached(plan, monkeypatch):
+    plan.config.rap_steps = 0
+    ev, scored = evaluator(plan, monkeypatch)
+    untouched, target = bias(ev.weights.model), plan.targets[0]
+    monkeypatch.setattr(evaluate, "finetune", attack)
+    data = ev.attack_data(SimpleNamespace(views=[target.request, target.request], facts=target.request))
+    assert ev.control(target, data) is None and ev.relearned(ev.weights.model, target, data) is None
+    assert scored.models == [] and bias(ev.weights.model) == untouched
+    assert not (ev.untouched_path(target).parent.exists() and any(ev.untouched_path(target).parent.iterdir()))
+
+
 def test_attack_data_is_half_the_facts_in_their_paraphrases(plan, monkeypatch):
     ev, _ = evaluator(plan, monkeypatch)
     facts = [Probe(prompt=f"Q{i}", answer=f"A{i}", set="request", target="t") for i in range(6)]

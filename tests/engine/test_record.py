@@ -3,6 +3,8 @@ diverged record, GUR's utility floor said once, and the provenance every record 
 
 from __future__ import annotations
 
+import dataclasses
+
 from types import SimpleNamespace
 
 import pytest
@@ -77,6 +79,16 @@ def test_a_records_scores_from_given_before_and_after(plan):
     assert [record[k] for k in ("method", "task", "target", "seed", "status")] == ["m", "t", "t1", 3, "ok"]
     assert (record["identity_alignment"], record["seconds"], record["peak_mem_mb"]) == (0.9, 2.0, 10.0)
     assert record["grad_cosine"] == 0.5 and record["host"] == "h"  # a result column from info; the provenance
+
+
+def test_with_no_attack_rap_and_its_control_are_na_and_the_rest_unchanged(plan):
+    measured = Measured({"scores": BEFORE, "extra": {}}, AFTER, {}, 0.9, RELEARNED, CONTROL)
+    attacked = Recorder(plan).record(TARGET, REQUEST, measured, Cost(seconds=2.0, peak_mem_mb=10.0), {}, {})
+    unattacked = Recorder(plan).record(TARGET, REQUEST, dataclasses.replace(measured, relearned=None, control=None),
+                                       Cost(seconds=2.0, peak_mem_mb=10.0), {}, {})
+    assert unattacked["rap"] is None and unattacked["rap_control"] is None
+    assert {k: v for k, v in unattacked.items() if not k.startswith("rap")} == \
+        {k: v for k, v in attacked.items() if not k.startswith("rap")}
 
 
 def test_the_headline_is_the_records_usr_and_gur(plan):
