@@ -5,14 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 from collections import Counter
-from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 from ..results.aggregate import invalid, newest_per_cell
-from ..atomic import atomic_path, write_fully
 from ..errors import UserError
-from ..results.render import FORMATS, render, to_json
+from ..results.render import FORMATS, render, to_json, write_files
 from ..results.store import Store
 from ..results.tables import PHASES_TABLE, build_tables
 from .options import add_json_option, json_stdout, print_json
@@ -47,10 +45,7 @@ def tabulate(args: argparse.Namespace) -> dict[str, Any]:
     # every format is rendered before anything is written, then the files are replaced together
     files = {name: text for fmt in (FORMATS if args.format == "all" else [args.format])
              for name, text in render(tables, fmt).items()}
-    with ExitStack() as stack:
-        temps = {name: stack.enter_context(atomic_path(out_dir / name)) for name in files}
-        for name, text in files.items():
-            write_fully(temps[name], text.encode("utf-8"))
+    write_files(out_dir, files)
     for name in files:
         print(f"wrote {out_dir / name}")
     print(f"{len(records)} records in the tables" + (f"; {sum(aside.values())} set aside ({reasons(aside)})" if aside else "")

@@ -5,9 +5,12 @@ from __future__ import annotations
 import csv
 import html
 import io
-from typing import Any, Sequence
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any, Mapping, Sequence
 
 from .aggregate import Stat
+from ..atomic import atomic_path, write_fully
 from ..errors import UserError
 from .tables import NA_NOTE, Column, Table
 
@@ -203,3 +206,12 @@ def render(tables: Sequence[Table], fmt: str) -> dict[str, str]:
     if fmt == "html":
         return {"tables.html": to_html(tables)}
     raise UserError(f"unknown table format {fmt!r}; choose one of {', '.join(FORMATS)} or all.")
+
+
+def write_files(out_dir: Path, files: Mapping[str, str]) -> None:
+    """Write ``files`` (name -> text) into ``out_dir``, each atomically; none replaces its old
+    version before all are written."""
+    with ExitStack() as stack:
+        temps = {name: stack.enter_context(atomic_path(out_dir / name)) for name in files}
+        for name, text in files.items():
+            write_fully(temps[name], text.encode("utf-8"))

@@ -1,0 +1,221 @@
+"""Measuring the frontiers: plan each method entry's curve over its strength knob, run its
+strengths and shipped defaults into the store (here or as a job array a round), add
+strengths near the GUR floors round after round, and read every curve's scores on the
+units every method is read on into its :class:`~r2f_bench.results.frontier.Frontier`
+(the curve mathematics is :mod:`r2f_bench.results.frontier`; the tables and JSON,
+:mod:`r2f_bench.results.frontier_tables`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..engine.config import RunConfig
+from ..errors import UserError
+from ..plugins import registry
+from ..unlearner import method_variant
+from .aggregate import invalid
+from .frontier import GUR_LEVELS, Frontier, Score, Unit, frontier, next_strength
+from .launch import Submitit
+from .store import Store
+from .sweep import Job, Progress, SweepReport, execute, expand
+from .tables import taught_strings
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What a frontier is asked for: the method entries (``all``, ``name`` or
+    ``name@param=value@...``), the task, seeds and run options every job shares, the
+    strengths per curve, the rounds of refinement and the entry paired against."""
+
+    methods: list[str]
+    task: str
+    seeds: list[int]
+    run: dict[str, Any]  # RunConfig fields the options set, the store (output) included
+    points: int
+    refine: int
+    baseline: str | None  # None: the first entry
+    keep_going: bool
+
+    @property
+    def output(self) -> str:
+        return self.run["output"]
+
+
+@dataclass
+class Curve:
+    """One method entry's runs: its knob and the strengths measured so far."""
+
+    entry: str  # name or name@param=value@...
+    param: str
+    base: dict[str, Any]  # RunConfig fields, without the seed
+    seeds: list[int]
+    strengths: list[float]
+
+    def jobs(self, strength: float) -> list[Job]:
+        params = {**self.base["params"], self.param: str(strength)}
+        return [Job({**self.base, "params": params, "seed": seed}) for seed in self.seeds]
+
+    def shipped(self) -> list[Job]:
+        """The jobs at the entry's shipped defaults (with its own parameters)."""
+        return [Job({**self.base, "seed": seed}) for seed in self.seeds]
+
+
+@dataclass
+class Readout:
+    """What the store holds for the curves: scores on the units every method is read on."""
+
+    scores: dict[str, dict[float | None, dict[Unit, Score | None]]]  # entry -> strength (None: shipped) -> unit
+    units: list[Unit]
+    lost: list[Unit]  # no record from any method
+    unscorable: list[Unit]  # nothing known before unlearning, or utility n/a: no USR or GUR to read
+    records: list[dict]  # the scored records (provenance)
+    invalid: list[str]  # "key: why" of records that failed validation (never read)
+
+
+@dataclass
+class Measured:
+    """Every curve's frontier, the entry the others are paired against, what the store
+    held for them and the jobs that failed."""
+
+    results: list[Frontier]
+    baseline: str
+    readout: Readout
+    failed: list[str]
+
+    @property
+    def base(self) -> Frontier:
+        """The baseline's frontier."""
+        return next(f for f in self.results if f.method == self.baseline)
+
+
+def plan(settings: Settings, entries: list[str]) -> list[Curve]:
+    """Per method entry (``name`` or ``name@param=value@...``): its knob and log-spaced
+    strengths; every entry checked before anything runs."""
+    if settings.points < 2:
+        raise UserError(f"--points must be at least 2, got {settings.points}.")
+    if settings.refine < 0:
+        raise UserError(f"--refine must be 0 or more rounds, got {settings.refine}.")
+    curves = []
+    for entry in entries:
+        method, overrides = method_variant(entry)
+        cls = registry().method(method)
+        if cls.strength is None:
+            raise UserError(f"method {method!r} declares no strength knob, so it has no frontier; give its class "
+                            f"`strength = Strength(param, low, high)` (r2f_bench.unlearner) or leave it out of --methods.")
+        base = RunConfig(method=method, task=settings.task, **settings.run).to_dict()
+        base["params"] = {**base["params"], **overrides}
+        curve = Curve(entry, cls.strength.param, base, settings.seeds, cls.strength.points(settings.points))
+        for strength in curve.strengths:
+            cls.parse_params(curve.jobs(strength)[0].fields["params"])  # a bad name or value fails here
+        cls.parse_params(base["params"])
+        curves.append(curve)
+    return curves
+
+
+def baseline_of(baseline: str | None, curves: list[Curve]) -> str:
+    """The entry every other method is paired against: ``baseline`` (``--baseline``), else the first."""
+    entries = [c.entry for c in curves]
+    if baseline is None:
+        return entries[0]
+    if baseline not in entries:
+        raise UserError(f"--baseline {baseline!r} is not among --methods ({', '.join(entries)}); name one of them.")
+    return baseline
+
+
+class Runs:
+    """Executes jobs into the store (here, or through ``launch``: a job array per round),
+    remembering every job's keys and every failed job."""
+
+    def __init__(self, settings: Settings, launch: Submitit | None, progress: Progress) -> None:
+        self.settings, self.launch, self.progress = settings, launch, progress
+        self.keys: dict[str, list[str]] = {}
+        self.failed: list[str] = []
+
+    def __call__(self, jobs: list[Job]) -> SweepReport:
+        report = self.launch(jobs) if self.launch is not None else \
+            execute(jobs, self.settings.output, keep_going=self.settings.keep_going, progress=self.progress)
+        if report.failed and not self.settings.keep_going:  # (only an array gets here: its tasks run independently)
+            raise UserError(f"{len(report.failed)} job(s) failed ({'; '.join(report.failed)}); fix and re-run the "
+                            f"same command to resume, or pass --keep-going to count their targets as failures.")
+        self.keys.update(report.job_keys)
+        self.failed += report.failed
+        return report
+
+
+def read(store: Store, keys: dict[str, list[str]], curves: list[Curve]) -> Readout:
+    """Every curve's scores. A diverged record scores ``None`` (a failure); a unit that
+    some record cannot score (no USR or GUR) is dropped for every method."""
+    scores: dict[str, dict[float | None, dict[Unit, Score | None]]] = {}
+    records, seen, unscorable, rejected = [], set(), set(), {}
+    for c in curves:
+        for point, jobs in [(s, c.jobs(s)) for s in c.strengths] + [(None, c.shipped())]:
+            row = scores.setdefault(c.entry, {}).setdefault(point, {})
+            for r in (store.get(key) for job in jobs for key in keys.get(job.label, [])):
+                if r is None:
+                    continue
+                if why := invalid(r):
+                    rejected[str(r.get("key", "?"))[:12]] = why
+                    continue
+                unit = (str(r["target"]), int(r["seed"]))
+                seen.add(unit)
+                if r.get("status", "ok") != "ok":
+                    row[unit] = None
+                elif r.get("usr") is None or r.get("gur") is None:
+                    unscorable.add(unit)
+                else:
+                    records.append(r)
+                    row[unit] = (float(r["usr"]), float(r["gur"]))
+    planned = {(t, s) for t, _ in seen for s in curves[0].seeds}
+    return Readout(scores, sorted(seen - unscorable), sorted(planned - seen), sorted(unscorable), records,
+                   [f"{key}: {why}" for key, why in rejected.items()])
+
+
+def frontiers(curves: list[Curve], readout: Readout) -> list[Frontier]:
+    """Every curve's frontier, all on the readout's units."""
+    if not readout.units:
+        raise UserError("no (target, seed) could be scored (every record diverged, failed, or knew nothing before "
+                        "unlearning); check the records in the store and the task's data.")
+    return [frontier(c.entry, c.param, {s: readout.scores[c.entry][s] for s in c.strengths}, readout.units,
+                     readout.scores[c.entry][None], c.shipped()[0].fields["params"] or {"(defaults)": ""})
+            for c in curves]
+
+
+def refine(curves: list[Curve], results: list[Frontier]) -> list[Job]:
+    """One round of refinement: for each curve and floor with no measured point near it, the
+    strength between the two that bracket it (added to the curve); their jobs."""
+    jobs = []
+    for c, f in zip(curves, results):
+        new = sorted({s for g in GUR_LEVELS if (s := next_strength(f.curve(), g)) is not None} - set(c.strengths))
+        c.strengths = sorted(c.strengths + new)
+        jobs += [j for s in new for j in c.jobs(s)]
+    return jobs
+
+
+def run_frontier(settings: Settings, launch: Submitit | None, progress: Progress) -> Measured | SweepReport:
+    """Run every curve, refine it at the GUR floors and read the frontiers, warning through
+    ``progress`` of failed jobs and skipped records; the first round's report alone when
+    this process ran only its share of it."""
+    entries = settings.methods
+    curves = plan(settings, expand(entries, "method") if entries == ["all"] else entries)
+    baseline = baseline_of(settings.baseline, curves)
+    runs = Runs(settings, launch, progress)
+    report = runs([j for c in curves for s in c.strengths for j in c.jobs(s)] + [j for c in curves for j in c.shipped()])
+    if report.assigned < report.planned:
+        return report
+    store = Store(settings.output)
+    for _ in range(settings.refine):
+        jobs = refine(curves, frontiers(curves, read(store, runs.keys, curves)))
+        if not jobs:
+            break
+        runs(jobs)
+    readout = read(store, runs.keys, curves)
+    results = frontiers(curves, readout)
+    for line in runs.failed:
+        progress(f"warning: job failed, its targets count as failures: {line}")
+    for line in readout.invalid:
+        progress(f"warning: skipped record {line}")
+    if any(map(taught_strings, readout.records)):
+        progress("warning: the embedded model was taught these probes verbatim, so it fails the testbed's "
+                 "generalisation check (A1): USR here is taught-string recall; rank on the knowledge world or a real model")
+    return Measured(results, baseline, readout, runs.failed)

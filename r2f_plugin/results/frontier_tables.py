@@ -1,0 +1,141 @@
+"""The frontier's report: from what :mod:`r2f_bench.results.frontier_run` measured, the
+summary table (USR at matched GUR, the area, the shipped defaults, with notes on the
+units, failures, refinement and knobs), the paired differences against the baseline, the
+ranking in tiers, the files they are written to beside ``frontier.png``, and the same as
+one JSON object."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .aggregate import Stat
+from .frontier import (AREA_FROM, FAILURE_RULE, GUR_LEVELS, KEYS, MEASURED, OPEN, TOLERANCE, Frontier, excludes_zero,
+                       paired, tiers)
+from .frontier_run import Measured, Readout
+from .plots import plot_frontier
+from .render import FORMATS, render, stat_json, write_files
+from .tables import Column, Provenance, Table
+
+TITLES = {**{f"usr_at_gur{g:g}": f"USR @ GUR≥{g:g}" for g in GUR_LEVELS}, "auc": "Area"}
+
+
+def units_note(readout: Readout) -> str:
+    targets, seeds = {t for t, _ in readout.units}, {s for _, s in readout.units}
+    note = (f"Every method on the same {len(readout.units)} (target, seed) units ({len(targets)} targets × "
+            f"{len(seeds)} seeds); intervals: 95% bootstrap resampling whole targets (all their seeds together), "
+            f"n = units.")
+    if readout.lost:
+        note += f" Lost (no record from any method): {', '.join(f'{t} seed {s}' for t, s in readout.lost)}."
+    if readout.unscorable:
+        note += (f" Dropped for every method (nothing known before unlearning, or utility n/a): "
+                 f"{', '.join(f'{t} seed {s}' for t, s in readout.unscorable)}.")
+    return note
+
+
+def summary_table(m: Measured, rounds: int) -> Table:
+    results = m.results
+    columns = [Column(k, TITLES[k], "whole frontier" if k == "auc" else "matched utility", True) for k in KEYS]
+    columns += [Column("tuned_usr", "USR", "shipped defaults", None), Column("tuned_gur", "GUR", "shipped defaults", None)]
+    rows = [(f.method, [f.summaries[k] for k in KEYS] + [f.tuned["usr"], f.tuned["gur"]]) for f in results]
+    notes = [f"USR @ GUR≥g (%): the highest USR a method reaches along its measured curve (the untouched model, "
+             f"log-spaced strengths of its knob and strengths added between the two that bracket each floor until "
+             f"one lands within {TOLERANCE:g} GUR of it, at most {rounds} rounds; linear between neighbours) while "
+             f"GUR stays at least g; 0 if no strength keeps GUR ≥ g. Area (%): its mean over g = {AREA_FROM}…100.",
+             units_note(m.readout),
+             f"Failures: {FAILURE_RULE}; counted: "
+             + ("; ".join(f"{f.method} {f.failures} of {(len(f.points) - 1) * len(f.units)} points" for f in results
+                          if f.failures) or "none") + ".",
+             "Shipped defaults: each method's defaults as shipped (chosen on the dev split, docs/tuning.md), on the same units."]
+    if m.failed:
+        notes.append(f"{len(m.failed)} job(s) failed; their targets count as failures: {'; '.join(m.failed)}.")
+    notes += [f"Open at GUR≥{g:g} (even the strongest setting kept GUR ≥ {g:g}; a stronger one might reach more): "
+              f"{', '.join(ms)}." for g in GUR_LEVELS if (ms := [f.method for f in results if f.open_at[g]])]
+    interpolated = [f"{f.method} at GUR≥{g:g} ({f.refined(g)}; nearest measured GUR {nearest(f, g):.1f})"
+                    for f in results for g in GUR_LEVELS if f.refined(g) not in (MEASURED, OPEN)]
+    if interpolated:
+        notes.append(f"No measured point within {TOLERANCE:g} GUR of the floor (the cell interpolates): "
+                     f"{'; '.join(interpolated)}.")
+    if opened := [f.method for f in results if f.area_open]:
+        notes.append(f"Area open (even the strongest setting kept GUR ≥ {AREA_FROM}; the area stops there): "
+                     f"{', '.join(opened)}.")
+    notes.append(f"Area over GUR {AREA_FROM}–100; each curve's measured mean GUR range: "
+                 + "; ".join(f"{f.method} {f.gur_range[0]:.1f}–{f.gur_range[1]:.1f}" for f in results) + ".")
+    notes.append("Knobs: " + "; ".join(f"{f.method}: {f.param} 0 (untouched), {f.points[1]['strength']:g}…"
+                                        f"{f.points[-1]['strength']:g} ({len(f.points) - 1} strengths)"
+                                        for f in results) + ".")
+    return Table("frontier", "Forget–utility frontier: USR at matched GUR", " ".join(notes), columns, rows,
+                 Provenance.of(m.readout.records))
+
+
+def nearest(f: Frontier, floor: float) -> float:
+    """The measured mean GUR closest to ``floor``."""
+    return min((p["gur"].mean for p in f.points), key=lambda g: abs(g - floor))
+
+
+def pairs_table(m: Measured) -> Table:
+    base, baseline = m.base, m.baseline
+    rows = []
+    for f in m.results:
+        if f is base:
+            continue
+        diff = paired(f, base)
+        apart = [TITLES[k] for k in KEYS if excludes_zero(diff[k])]
+        rows.append((f"{f.method} − {baseline}" + (f" (≠0: {', '.join(apart)})" if apart else ""),
+                     [diff[k] for k in KEYS]))
+    note = (f"Paired differences against {baseline}: each method's summary minus {baseline}'s, both read on the same "
+            f"units and drawn on the same target resamples; 95% interval. (≠0: …) names the summaries whose interval "
+            f"excludes 0.")
+    return Table("frontier-pairs", f"Paired differences against {baseline}", note,
+                 [Column(f"diff_{k}", f"Δ {TITLES[k]}") for k in KEYS], rows,
+                 Provenance.of(m.readout.records), row_header="Method − baseline")
+
+
+def ranking_table(m: Measured) -> Table:
+    units = m.readout.units
+    n, targets, seeds = len(units), len({t for t, _ in units}), len({s for _, s in units})
+    tier = {k: {name: i + 1 for i, group in enumerate(tiers(m.results, k)) for name in group} for k in KEYS}
+    order = sorted(m.results, key=lambda f: [tier[k][f.method] for k in KEYS])
+    rows = [(f.method, [Stat(float(tier[k][f.method]), None, None, n, targets, seeds) for k in KEYS]) for f in order]
+    note = ("Tiers (1 is best) per summary: in order of the estimate, tier 1 is the best method and every method "
+            "whose paired 95% interval against it includes 0; the next tier starts at the best method left. Methods "
+            "in one tier cannot be told apart from its first.")
+    return Table("frontier-ranking", "Ranking: methods that cannot be told apart share a tier", note,
+                 [Column(f"tier_{k}", TITLES[k], "tier", False, digits=0) for k in KEYS], rows,
+                 Provenance.of(m.readout.records))
+
+
+def write_report(m: Measured, rounds: int, task: str, out_dir: Path) -> dict[str, str]:
+    """Write the three tables in every format and ``frontier.png`` into ``out_dir``; the
+    tables' files (name -> text)."""
+    tables = [summary_table(m, rounds), pairs_table(m), ranking_table(m)]
+    files = {name: text for fmt in FORMATS for name, text in render(tables, fmt).items()}
+    write_files(out_dir, files)
+    plot_frontier(m.results, task, out_dir / "frontier.png")
+    return files
+
+
+def frontier_json(f: Frontier) -> dict[str, Any]:
+    return {"method": f.method, "param": f.param,
+            "points": [{"strength": p["strength"], "usr": stat_json(p["usr"]), "gur": stat_json(p["gur"]),
+                        "failures": p["failures"]} for p in f.points],
+            **{k: stat_json(f.summaries[k]) for k in KEYS},
+            **{f"open_at_gur{g:g}": f.open_at[g] for g in GUR_LEVELS},
+            **{f"refined_at_gur{g:g}": f.refined(g) for g in GUR_LEVELS},
+            "area_open": f.area_open, "area_gur_range": list(f.gur_range), "failures": f.failures,
+            "tuned": {"params": f.tuned["params"], "usr": stat_json(f.tuned["usr"]), "gur": stat_json(f.tuned["gur"]),
+                      "failures": f.tuned["failures"]}}
+
+
+def as_json(m: Measured) -> dict[str, Any]:
+    """Every method's curve and summaries, the paired differences against the baseline and the tiers."""
+    base, units = m.base, m.readout.units
+    pairs = [{"method": f.method, "baseline": m.baseline,
+              **{k: {**stat_json(d), "excludes_zero": excludes_zero(d)} for k, d in paired(f, base).items()}}
+             for f in m.results if f is not base]
+    return {"baseline": m.baseline, "failure_rule": FAILURE_RULE, "failed_jobs": m.failed,
+            "units": {"n": len(units), "targets": sorted({t for t, _ in units}),
+                      "seeds": sorted({s for _, s in units}), "lost": m.readout.lost,
+                      "unscorable": m.readout.unscorable},
+            "methods": [frontier_json(f) for f in m.results], "pairs": pairs,
+            "ranking": {k: tiers(m.results, k) for k in KEYS}}
