@@ -61,7 +61,7 @@ def summary(records: list[dict], columns: tuple[str, ...] = RESULT_COLUMNS) -> s
     proxy = f" | proxy: {models['proxy']}" if models.get("proxy") else ""
     notes = [f"  {c}: {text}" for c in cols for text in legend([c])]
     notes += [f"  {text}" for text in (ITEMS_NOTE, NA_NOTE, SEEN_NOTE, ALIGNMENT_NOTE, ANSWERED_NOTE)]
-    return "\n".join([f"method {records[0]['method']} on {records[0]['task']} | target model: {models['target']}{proxy}",
+    return "\n".join([f"method {records[0]['method']} on {records[0]['task']} | model: {models['target']}{proxy}",
                       line(head), line(["-" * w for w in widths]), *map(line, rows), "", "legend:", *notes])
 
 

@@ -1,4 +1,4 @@
-"""Building what a run works on: the target model (an embedded one taught what
+"""Building what a run works on: the model (an embedded one taught what
 :meth:`~r2f_bench.engine.plan.Plan.knowledge` says, or a hub name or path), the proxy,
 the paraphrase views, and each target's deletion request."""
 
@@ -86,7 +86,7 @@ def build_proxy(plan: Plan, device: torch.device) -> Proxy:
 
 
 def build_models(plan: Plan, device: torch.device) -> Built:
-    """Build (or load) the target model, the paraphraser its views come from and, for a
+    """Build (or load) the model, the paraphraser its views come from and, for a
     method that uses one, the proxy; --target-modules this model lacks fail here."""
     config = plan.config
     model, tok, label, info = build_model(plan, config.model, DEFAULT_MODEL, device)
