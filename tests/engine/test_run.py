@@ -183,10 +183,10 @@ def test_tune_rule_and_command(tmp_path, capsys):
     assert build_tables(records) == []
 
 
-def test_string_data_teaches_the_runs_targets_and_every_retain_window():
+def test_string_data_teaches_the_runs_targets_and_every_retain_window(tmp_path):
     """Real (string) data teaches what the run uses: its evaluation and dev targets, under
     every kind of request, with the requests built as the run builds them."""
-    knows = lambda **kw: Run(RunConfig(method="fullgrad", task="rwku", data_dir=str(SAMPLE_DIR), **kw),
+    knows = lambda **kw: Run(RunConfig(method="fullgrad", task="rwku", data_dir=str(SAMPLE_DIR), output=str(tmp_path), **kw),
                              progress=lambda m: None)
     run = knows(limit=1, dev_targets=1)
     teaching, _ = run.knowledge()
