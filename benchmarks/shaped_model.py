@@ -72,11 +72,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dtype", choices=DTYPES, default="bfloat16")
     parser.add_argument("--out", required=True, help="the folder to write (replaced atomically)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu",
+                        help="where the random weights are made (a GPU makes a 7B model in seconds, a CPU in minutes)")
     args = parser.parse_args(argv)
     bench = RWKU().load(None, None, None, n_dev=2)
     texts = teaching_texts(bench.teaching_set(), bench.general_prompts)
     tokenizer = build_tokenizer(texts + (list(bench.world.texts) if bench.world is not None else []))
-    model = build(args.shape, tokenizer, DTYPES[args.dtype], seed=args.seed)
+    model = build(args.shape, tokenizer, DTYPES[args.dtype], seed=args.seed, device=args.device)
     n = sum(p.numel() for p in model.parameters())
     print(f"{args.shape}: {n / 1e9:.3f}B parameters, {n * DTYPES[args.dtype].itemsize / 2**30:.2f} GiB of "
           f"{args.dtype} weights; writing {args.out}", flush=True)

@@ -14,7 +14,7 @@ from ..results.frontier_tables import as_json, write_report
 from ..results.launch import add_launcher_options, launcher
 from ..results.store import Store
 from ..results.sweep import SweepReport, parse_seeds, split_list
-from .options import add_json_option, add_run_options, json_stdout, print_json, run_values, say
+from .options import add_json_option, add_run_options, add_seeds_option, json_stdout, print_json, run_values, say
 
 DEFAULT_POINTS = 8
 DEFAULT_REFINE = 5
@@ -58,7 +58,7 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--methods", default="all", help="comma-separated methods, or `all` (default); name@param=value "
                                                     "sets parameters of one entry, e.g. r2f@decoder=learned")
     p.add_argument("--task", default="rwku", help="benchmark (default rwku)")
-    p.add_argument("--seeds", default="0", help="seeds, e.g. 0,1,2 or 0-4 (default 0)")
+    add_seeds_option(p)
     p.add_argument("--points", type=int, default=DEFAULT_POINTS,
                    help=f"strengths per method, log-spaced over its declared range (default {DEFAULT_POINTS})")
     p.add_argument("--refine", type=int, default=DEFAULT_REFINE,

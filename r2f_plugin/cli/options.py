@@ -48,6 +48,11 @@ def _add(p: argparse.ArgumentParser, opt: Option, text: str, default: Any) -> No
                    action="append" if opt.repeatable else "store", help=text)
 
 
+def add_seeds_option(p: argparse.ArgumentParser, what: str = "the replicates to run") -> None:
+    """``--seeds``: the run seeds (replicates) a many-run command covers (see ``--seed``)."""
+    p.add_argument("--seeds", default="0", help=f"{what}, e.g. 0,1,2 or 0-4 (default 0)")
+
+
 def add_quiet_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bars or progress messages (warnings still print)")
 

@@ -15,14 +15,14 @@ from ..results.launch import add_launcher_options, launcher
 from ..results.store import Store
 from ..results.sweep import (ABLATION_METHOD, ABLATIONS, execute, expand, parse_seeds, plan, process_tag, shard,
                              split_list)
-from .options import add_quiet_option, add_sweep_run_options, run_values, say
+from .options import add_quiet_option, add_seeds_option, add_sweep_run_options, run_values, say
 
 
 def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--methods", default=None,
                    help=f"comma-separated methods, or `all` (default: all; {ABLATION_METHOD} with --ablation)")
     p.add_argument("--tasks", default="all", help="comma-separated tasks, or `all` (default)")
-    p.add_argument("--seeds", default="0", help="seeds, e.g. 0,1,2 or 0-4 (default 0)")
+    add_seeds_option(p)
     p.add_argument("--ablation", choices=ABLATIONS, default=None,
                    help="paper ablation preset: rank (LoRA rank 2,4,8,12,16), views (1-8), "
                         "transfer (target models × proxies)")

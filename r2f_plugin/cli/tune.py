@@ -9,7 +9,7 @@ from ..plugins import registry
 from ..results.store import Store
 from ..results.sweep import Job, execute, parse_seeds, split_list
 from ..results.tune import DEFAULT_MIN_GUR, choose, grid_points, parse_grid, refinement, render, summarize
-from .options import add_json_option, add_run_options, json_stdout, print_json, run_config, say
+from .options import add_json_option, add_run_options, add_seeds_option, json_stdout, print_json, run_config, say
 
 
 def tune_command(args: argparse.Namespace) -> None:
@@ -71,7 +71,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="log-spaced strengths of the method's knob to search (default 8)")
     p.add_argument("--refine", type=int, default=3,
                    help="extra log-spaced strengths between the two that cross --min-gur (default 3; 0: none)")
-    p.add_argument("--seeds", default="0", help="seeds to average over (default 0)")
+    add_seeds_option(p, "the replicates each setting is averaged over")
     p.add_argument("--min-gur", type=float, default=DEFAULT_MIN_GUR,
                    help=f"utility floor of the selection rule, in %% (default {DEFAULT_MIN_GUR:g})")
     add_json_option(p, "every search (its rows, the rule and the chosen setting)")

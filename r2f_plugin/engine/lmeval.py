@@ -82,24 +82,28 @@ def quiet_hflm() -> type:
 
 
 @contextmanager
-def no_git_hash() -> Iterator[None]:
-    """Within the block, lm-eval's ``simple_evaluate`` records no git hash (``None``).
+def unstamped() -> Iterator[None]:
+    """Within the block, lm-eval's ``simple_evaluate`` skips its provenance stamps: no git
+    hash (``None``) and no environment report.
 
     ``simple_evaluate`` always stamps its results with the working directory's hash from
-    ``git describe``, which prints "fatal: not a git repository" outside a checkout; for an
-    in-memory model that hash means nothing. lm-eval (0.4) has no option to skip it, and
-    its lower-level ``evaluate`` (which skips it) would mean repeating ``simple_evaluate``'s
-    seeding and task set-up, so ``lm_eval.evaluator.get_git_commit_hash``, the name
-    ``simple_evaluate`` calls, is replaced for the block and restored after it.
+    ``git describe`` (which prints "fatal: not a git repository" outside a checkout) and
+    with torch's environment report, which runs ``pip list`` and other commands in
+    subprocesses: about 0.5 s of every evaluation, a quarter of one at the demo's size,
+    repeated for every model a run scores. For an in-memory model neither means anything
+    (a record carries its own provenance). lm-eval (0.4) has no option to skip them, and
+    its lower-level ``evaluate`` (which does) would mean repeating ``simple_evaluate``'s
+    seeding and task set-up, so the two names ``simple_evaluate`` calls are replaced for
+    the block and restored after it.
     """
     import lm_eval.evaluator as evaluator
 
-    original = evaluator.get_git_commit_hash
-    evaluator.get_git_commit_hash = lambda: None
+    saved = evaluator.get_git_commit_hash, evaluator.add_env_info
+    evaluator.get_git_commit_hash, evaluator.add_env_info = (lambda: None), (lambda results: None)
     try:
         yield
     finally:
-        evaluator.get_git_commit_hash = original
+        evaluator.get_git_commit_hash, evaluator.add_env_info = saved
 
 
 def evaluate_probes(model: torch.nn.Module, tokenizer: Any, task: Any, probes: dict[str, list[Probe]],
@@ -118,7 +122,7 @@ def evaluate_probes(model: torch.nn.Module, tokenizer: Any, task: Any, probes: d
     lm = quiet_hflm()(pretrained=model, tokenizer=tokenizer, batch_size=batch_size,
                       device=str(next(model.parameters()).device))
     was_training = model.training
-    with no_git_hash():
+    with unstamped():
         out = simple_evaluate(lm, tasks=list(names), task_manager=manager, log_samples=True,
                               bootstrap_iters=0, verbosity="ERROR")
     model.train(was_training)

@@ -161,7 +161,7 @@ def _matrix(scores: Sequence[Mapping[Unit, Score | None]], units: Sequence[Unit]
 
 def frontier(method: str, param: str, by_strength: Mapping[float, Mapping[Unit, Score | None]],
              units: Sequence[Unit], tuned: Mapping[Unit, Score | None], tuned_params: Mapping,
-             samples: int = BOOTSTRAP_SAMPLES, seed: int = 0) -> Frontier:
+             samples: int = BOOTSTRAP_SAMPLES, bootstrap_seed: int = 0) -> Frontier:
     """The frontier of ``method`` on ``units`` from ``by_strength[s][unit] = (usr, gur)``; a unit
     missing or ``None`` at a strength is a failure (:data:`FAILURE`). The untouched model is
     prepended at strength 0."""
@@ -171,7 +171,7 @@ def frontier(method: str, param: str, by_strength: Mapping[float, Mapping[Unit, 
     usr, gur, failures = _matrix([dict.fromkeys(units, UNTOUCHED)] + [by_strength[s] for s in strengths[1:]], units)
     t_usr, t_gur, t_failures = _matrix([tuned], units)
     targets, seeds = [u[0] for u in units], [u[1] for u in units]
-    weights = target_weights(targets, samples, seed)
+    weights = target_weights(targets, samples, bootstrap_seed)
     weights = weights / weights.sum(axis=1, keepdims=True)
     mean = lambda x: _stat(x.mean(), weights @ x, targets, seeds)  # a unit mean with its interval
     draws = summaries_rows(weights @ gur.T, weights @ usr.T)

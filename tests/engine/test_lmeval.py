@@ -5,15 +5,56 @@ from __future__ import annotations
 import pytest
 
 
-def test_no_git_hash_records_none_and_puts_the_function_back():
+def test_unstamped_skips_the_git_hash_and_environment_report_and_puts_both_back():
     import lm_eval.evaluator as evaluator
 
-    from r2f_bench.engine.lmeval import no_git_hash
+    from r2f_bench.engine.lmeval import unstamped
 
-    original = evaluator.get_git_commit_hash
-    with no_git_hash():
+    originals = evaluator.get_git_commit_hash, evaluator.add_env_info
+    with unstamped():
         assert evaluator.get_git_commit_hash() is None
-    assert evaluator.get_git_commit_hash is original
-    with pytest.raises(RuntimeError), no_git_hash():
+        results: dict = {}
+        evaluator.add_env_info(results)
+        assert results == {}  # no subprocesses, nothing added
+    assert (evaluator.get_git_commit_hash, evaluator.add_env_info) == originals
+    with pytest.raises(RuntimeError), unstamped():
         raise RuntimeError("an evaluation that fails")
-    assert evaluator.get_git_commit_hash is original
+    assert (evaluator.get_git_commit_hash, evaluator.add_env_info) == originals
+
+
+JINJA = {"doc_to_text: prompt": 'doc_to_text: "{{prompt}}"', "doc_to_target: answer": 'doc_to_target: "{{answer}}"',
+         "doc_to_target: label": 'doc_to_target: "{{label}}"', "doc_to_choice: choices": 'doc_to_choice: "{{choices}}"'}
+
+
+def templated_copy(task_cls, folder):
+    """``task_cls`` reading a copy of its YAMLs whose fields are Jinja templates
+    (``"{{prompt}}"``), as they were before they named the fields themselves."""
+    import shutil
+
+    shutil.copytree(task_cls.yaml_dir(), folder, ignore=shutil.ignore_patterns("sample", "__pycache__"))
+    for path in folder.glob("_*.yaml"):
+        text = path.read_text()
+        for field, template in JINJA.items():
+            text = "\n".join(template if line.split("  #")[0].strip() == field else line for line in text.splitlines())
+        path.write_text(text + "\n")
+    assert "{{prompt}}" in "".join(p.read_text() for p in folder.glob("_*.yaml"))
+    return type(task_cls.__name__, (task_cls,), {"yaml_dir": classmethod(lambda cls: folder)})
+
+
+@pytest.mark.parametrize("task_name", ["rwku", "wmdp"])
+def test_yaml_fields_score_as_the_templates_did(tiny, tmp_path, task_name):
+    """The YAMLs name the probe's fields (``doc_to_text: prompt``) instead of Jinja
+    templates compiled for every probe: the same prompts, so the same scores, probe by probe
+    (generation for RWKU, the likeliest choice for WMDP)."""
+    from r2f_bench.engine.lmeval import evaluate_probes
+    from r2f_bench.plugins import registry
+
+    task_cls = registry().task(task_name)
+    task = task_cls()
+    bench = task.load(task.locate(None), None, 1, n_dev=0)
+    probes = {**bench.targets[0].probes, task_cls.utility_set: bench.utility[:40]}
+    shipped = evaluate_probes(tiny["model"], tiny["tok"], task, probes, tmp_path)
+    templated = evaluate_probes(tiny["model"], tiny["tok"], templated_copy(task_cls, tmp_path / "yamls")(), probes,
+                                tmp_path)
+    assert sum(len(rows) for rows in shipped.values()) >= 20
+    assert shipped == templated
