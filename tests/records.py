@@ -32,3 +32,13 @@ def synthetic():
     out.append(record("r2f", "rwku", 0, "t1", 10.0, 10.0, 99.0, 0.1, 1.0, params={"rank": "4"}))
     out.append(record("r2f", "rwku", 0, "t3", None, 10.0, 99.0, 0.1, 1.0, params={"rank": "4"}))
     return out
+
+
+def stored(records, root):
+    """A results store at ``root`` holding ``records``, each under its job key."""
+    from r2f_bench.results.store import Store, record_key
+
+    store = Store(root)
+    for r in records:
+        store.put(record_key(r), r)
+    return store

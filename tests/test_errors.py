@@ -206,14 +206,10 @@ def test_second_claim_on_a_job_is_refused_and_a_dead_holder_is_taken_over(tmp_pa
 
 
 def test_table_skips_invalid_records_and_writes_every_format(tmp_path, capsys):
-    from records import record
+    from records import record, stored
 
-    from r2f_bench.results.store import Store, record_key
-
-    store = Store(tmp_path)
     good = [record("r2f", "rwku", 0, t, 80.0, 95.0, 20.0, 0.9, 1.0) for t in ("t1", "t2")]
-    for r in good + [{**record("r2f", "rwku", 0, "t3", 1.0, 1.0, 1.0, 0.9, 1.0), "usr": "high"}]:
-        store.put(record_key(r), r)
+    stored(good + [{**record("r2f", "rwku", 0, "t3", 1.0, 1.0, 1.0, 0.9, 1.0), "usr": "high"}], tmp_path)
     partial = tmp_path / "jobs" / f"{'ef' * 32}.json"
     partial.write_text(json.dumps({"method": "r2f"}))
     assert main(["table", "--output", str(tmp_path)]) == 0

@@ -77,12 +77,9 @@ def test_listings_json(capsys):
 
 def fake_store(root) -> None:
     """A results store of synthetic records (no model runs)."""
-    from r2f_bench.results.store import Store, record_key
-    from records import synthetic
+    from records import stored, synthetic
 
-    store = Store(root)
-    for r in synthetic():
-        store.put(record_key(r), r)
+    stored(synthetic(), root)
 
 
 @pytest.mark.parametrize("entry, command", [

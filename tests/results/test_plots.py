@@ -1,12 +1,11 @@
 import argparse
 
 import pytest
-from records import record
+from records import record, stored
 
 from r2f_bench.errors import UserError
 from r2f_bench.cli.plot import add_parser as add_plot_parser
 from r2f_bench.results.plots import ablation_figure, plot_ablation, series
-from r2f_bench.results.store import Store, record_key
 
 
 def ablation_records():
@@ -36,9 +35,7 @@ def test_series_per_task_and_line():
 
 
 def test_plots_written_as_png(tmp_path, capsys):
-    store = Store(tmp_path / "store")
-    for r in ablation_records():
-        store.put(record_key(r), r)
+    store = stored(ablation_records(), tmp_path / "store")
     parser = argparse.ArgumentParser()
     add_plot_parser(parser.add_subparsers())
     args = parser.parse_args(["plot", "--output", str(store.root)])

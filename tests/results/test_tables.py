@@ -5,12 +5,11 @@ import io
 import pytest
 
 from r2f_bench.errors import UserError
-from r2f_bench.results.store import Store, record_key
 from r2f_bench.results.aggregate import summarize
 from r2f_bench.cli.table import add_parser as add_table_parser
 from r2f_bench.results.render import render, to_markdown
 from r2f_bench.results.tables import build_tables
-from records import MODEL, PROXY, record, synthetic
+from records import MODEL, PROXY, record, stored, synthetic
 
 @pytest.fixture
 def tables():
@@ -100,19 +99,13 @@ def test_transfer_matrix():
 
 
 def test_table_command_writes_every_format(tmp_path, capsys):
-    store = Store(tmp_path / "store")
-    for r in synthetic():
-        store.put(record_key(r), r)
-    parser = argparse.ArgumentParser()
-    add_table_parser(parser.add_subparsers())
-    args = parser.parse_args(["table", "--output", str(store.root)])
-    args.func(args)
+    store = stored(synthetic(), tmp_path / "store")
+    table("--output", str(store.root))
     written = sorted(p.name for p in (store.root / "tables").iterdir())
     assert written == ["cost.csv", "identity_alignment.csv", "levels.csv", "rap.csv", "table1.csv", "tables.html", "tables.md", "tables.tex"]
     assert "**82.0** [" in capsys.readouterr().out
-    args = parser.parse_args(["table", "--output", str(tmp_path / "empty")])
     with pytest.raises(UserError, match="no results"):
-        args.func(args)
+        table("--output", str(tmp_path / "empty"))
 
 
 def test_runs_differing_only_in_a_default_get_separate_rows():
@@ -162,12 +155,9 @@ PHASES = {"untouched": 1.0, "unlearn": 2.0, "evaluate": 4.0, "extra": 0.25, "ali
 
 def phases_store(tmp_path):
     """A store of two timed r2f records and one ga record from before phases were recorded."""
-    store = Store(tmp_path / "store")
     timed = [{**record("r2f", "rwku", s, "t1", 80.0, 90.0, 10.0, 0.9, 2.0), "phases": PHASES,
               "phases_once": {"load": 30.0, "setup": 5.0}} for s in (0, 1)]
-    for r in timed + [record("ga", "rwku", 0, "t1", 60.0, 80.0, 10.0, 0.6, 1.0)]:
-        store.put(record_key(r), r)
-    return store
+    return stored(timed + [record("ga", "rwku", 0, "t1", 60.0, 80.0, 10.0, 0.6, 1.0)], tmp_path / "store")
 
 
 def table(*argv):
