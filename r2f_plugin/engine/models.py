@@ -15,9 +15,10 @@ import hashlib
 import json
 import random
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import torch
 
@@ -145,6 +146,19 @@ def teaching_texts(facts: Sequence[Probe], extra: Sequence[str]) -> list[str]:
     return [f"{p.prompt} {p.answer}" for p in facts] + list(extra)
 
 
+@contextmanager
+def one_thread() -> Iterator[None]:
+    """Within the block torch runs on one intra-op thread. Teaching is seeded, but a sum
+    split over two threads rounds differently from one, and 3,000 steps amplify it: the
+    same seeds taught on 2 threads answered 91 % of never-taught questions, on 1, 75 %."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
 def embedded_model(spec: EmbeddedSpec, facts: Sequence[Probe], extra_texts: Sequence[str],
                    progress: Callable[[str], None] = print, max_epochs: int = 120,
                    target_accuracy: float = 0.97, device: torch.device | str = "cpu",
@@ -181,29 +195,30 @@ def embedded_model(spec: EmbeddedSpec, facts: Sequence[Probe], extra_texts: Sequ
             return model.to(device).eval(), tok, info
 
     tok = build_tokenizer(texts)
-    if world:
-        model, info = _teach_world(spec, tok, world, facts, check, progress, device, seed)
-        info["key"] = key
+    with one_thread():  # the cached model must not depend on how many threads its first run had
+        if world:
+            model, info = _teach_world(spec, tok, world, facts, check, progress, device, seed)
+            info["key"] = key
+            _save(model.eval(), tok, info, path)
+            return model, tok, info
+        for lr in TEACHING_RATES:
+            model = build_model(spec, tok, seed).to(device)
+            n = sum(p.numel() for p in model.parameters())
+            progress(f"embedded model {spec.label}: {n / 1e6:.2f}M parameters, teaching its strings at lr {lr:g}")
+            epochs = finetune(model, tok, list(facts), epochs=max_epochs, lr=lr, batch_size=32,
+                              stop_accuracy=target_accuracy, progress=progress, seed=init_seed(spec, seed))
+            acc = answer_accuracy(model, tok, list(facts))
+            if acc >= target_accuracy:
+                break
+            progress(f"embedded model {spec.label}: answer-token accuracy {acc:.3f} < {target_accuracy} at lr {lr:g}")
+        else:
+            progress(f"warning: embedded model {spec.label} learned its facts only to answer-token accuracy {acc:.3f}; "
+                     f"results count only the probes it answers before unlearning (known_forget_probes)")
+        info = {"label": spec.label, "spec": spec.cache_fields(), "seed": seed, "key": key, "facts": len(facts), "epochs": epochs,
+                "lr": lr, "taught_token_accuracy": acc, "parameters": n}
         _save(model.eval(), tok, info, path)
+        progress(f"embedded model {spec.label}: answer-token accuracy {acc:.3f} after {epochs} epochs; cached at {path}")
         return model, tok, info
-    for lr in TEACHING_RATES:
-        model = build_model(spec, tok, seed).to(device)
-        n = sum(p.numel() for p in model.parameters())
-        progress(f"embedded model {spec.label}: {n / 1e6:.2f}M parameters, teaching its strings at lr {lr:g}")
-        epochs = finetune(model, tok, list(facts), epochs=max_epochs, lr=lr, batch_size=32,
-                          stop_accuracy=target_accuracy, progress=progress, seed=init_seed(spec, seed))
-        acc = answer_accuracy(model, tok, list(facts))
-        if acc >= target_accuracy:
-            break
-        progress(f"embedded model {spec.label}: answer-token accuracy {acc:.3f} < {target_accuracy} at lr {lr:g}")
-    else:
-        progress(f"warning: embedded model {spec.label} learned its facts only to answer-token accuracy {acc:.3f}; "
-                 f"results count only the probes it answers before unlearning (known_forget_probes)")
-    info = {"label": spec.label, "spec": spec.cache_fields(), "seed": seed, "key": key, "facts": len(facts), "epochs": epochs,
-            "lr": lr, "taught_token_accuracy": acc, "parameters": n}
-    _save(model.eval(), tok, info, path)
-    progress(f"embedded model {spec.label}: answer-token accuracy {acc:.3f} after {epochs} epochs; cached at {path}")
-    return model, tok, info
 
 
 def _teach_world(spec: EmbeddedSpec, tok: Any, world: Sequence[str], facts: Sequence[Probe],

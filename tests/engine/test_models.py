@@ -39,10 +39,11 @@ def _facts():
     return bench.targets[0].probes["forget_qa"][:6], bench.general_prompts[:4]
 
 
-def test_teaching_starts_over_at_a_lower_rate(monkeypatch):
+def test_teaching_starts_over_at_a_lower_rate(monkeypatch, tmp_path):
     """A rate at which the model cannot learn its facts is followed by the next one."""
     from r2f_bench.engine import models
 
+    monkeypatch.setattr(models, "cache_root", lambda: tmp_path)  # taught here, never read from a cache
     monkeypatch.setattr(models, "TEACHING_RATES", (30.0, 3e-3))  # the first diverges
     facts, extra = _facts()
     said = []
@@ -52,9 +53,30 @@ def test_teaching_starts_over_at_a_lower_rate(monkeypatch):
     assert any("at lr 30" in line for line in said)
 
 
-def test_a_model_that_never_learns_is_flagged(monkeypatch):
+def test_teaching_runs_on_one_thread_whatever_the_run_has(monkeypatch, tmp_path):
+    """The cached model must not depend on the threads of the run that first built it: a
+    sum split over two threads rounds differently, and teaching amplifies it."""
     from r2f_bench.engine import models
 
+    monkeypatch.setattr(models, "cache_root", lambda: tmp_path)
+    seen, teach = [], models.finetune
+    monkeypatch.setattr(models, "finetune", lambda *a, **k: seen.append(torch.get_num_threads()) or teach(*a, **k))
+    facts, extra = _facts()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        models.embedded_model(EmbeddedSpec.parse("embedded:mistral-h32-l1"), facts, extra, progress=lambda m: None,
+                              max_epochs=2, target_accuracy=0.0)
+        assert torch.get_num_threads() == 2  # put back after teaching
+    finally:
+        torch.set_num_threads(threads)
+    assert seen == [1]
+
+
+def test_a_model_that_never_learns_is_flagged(monkeypatch, tmp_path):
+    from r2f_bench.engine import models
+
+    monkeypatch.setattr(models, "cache_root", lambda: tmp_path)
     monkeypatch.setattr(models, "TEACHING_RATES", (30.0,))
     facts, extra = _facts()
     said = []
