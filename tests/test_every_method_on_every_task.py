@@ -61,3 +61,27 @@ def test_method_runs_on_task(method, task, settings):
     with torch.no_grad():
         logits = edit.model(**ctx.tokenizer(prompt, return_tensors="pt")).logits
     assert torch.isfinite(logits).all()
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_a_deletion_after_a_restore_repeats_the_first(method, settings, tmp_path):
+    """A run deletes target after target from one model put back in between
+    (engine/weights): whatever a method leaves on the model (hooks, flags, transformers'
+    marks) must not change the next deletion."""
+    from r2f_bench.engine.weights import Weights
+
+    model, ctx, request = settings["rwku"]
+    model = copy.deepcopy(model)
+    cls = registry().method(method)
+    m = cls(cls.parse_params())
+    m.setup(model, ctx)
+    weights = Weights(model, tmp_path, method)
+    prompt = ctx.tokenizer(request.facts[0].prompt, return_tensors="pt")
+    outputs = []
+    for _ in range(2):
+        torch.manual_seed(0)
+        edit = m.unlearn(weights.edited(), request, ctx)
+        with torch.no_grad():
+            outputs.append(edit.model(**prompt).logits)
+        weights.to_start()
+    torch.testing.assert_close(outputs[1], outputs[0], rtol=0, atol=0)

@@ -6,6 +6,9 @@ by tensor (never more than one tensor's bytes in memory at once), and after each
 target it copies them back from the memory-mapped file. Besides the weights a
 snapshot puts back what a method may change around them: forward hooks it registered
 (ECO's input corruption), parameters' ``requires_grad`` flags and the train/eval mode.
+transformers installs hooks of its own, lazily, the first time a forward asks for hidden
+states, and marks the model so it never installs them again: a restore that removes
+those hooks clears that mark too, or every later forward would return no hidden states.
 A method that leaves the module tree changed (an adapter still attached) cannot be
 undone this way and fails loudly.
 """
@@ -29,6 +32,8 @@ _DTYPES = {torch.float64: "F64", torch.float32: "F32", torch.float16: "F16", tor
 _HOOKS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
 # tables keyed by the same hook ids, which a hook's removal clears too
 _HOOK_EXTRAS = ("_forward_hooks_with_kwargs", "_forward_hooks_always_called", "_forward_pre_hooks_with_kwargs")
+# transformers' mark on a model whose output-capturing hooks (``output_hidden_states``) are installed
+_CAPTURE_MARK = "_output_capturing_hooks_installed"
 
 
 def _storage_key(t: torch.Tensor) -> tuple:
@@ -84,6 +89,7 @@ class Snapshot:
         self.state_names = set(model.state_dict())
         self.modules = [name for name, _ in model.named_modules()]
         self.hooks = {name: {h: set(getattr(m, h)) for h in _HOOKS} for name, m in model.named_modules()}
+        self.capturing = {name for name, m in model.named_modules() if m.__dict__.get(_CAPTURE_MARK)}
         self.requires_grad = {name: p.requires_grad for name, p in model.named_parameters()}
         self.training = {name: m.training for name, m in model.named_modules()}
         write_safetensors(tensors, self.path)
@@ -116,6 +122,8 @@ class Snapshot:
                     del table[handle]
                     for extra in _HOOK_EXTRAS:
                         getattr(m, extra, {}).pop(handle, None)
+            if name not in self.capturing:  # its capturing hooks, if any, were just removed
+                m.__dict__.pop(_CAPTURE_MARK, None)
             m.training = self.training[name]
         for name, p in model.named_parameters():
             p.requires_grad_(self.requires_grad[name])

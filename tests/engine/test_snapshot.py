@@ -61,3 +61,14 @@ def test_a_changed_module_tree_is_refused_not_half_restored(tmp_path):
     model.model.layers[0].extra = torch.nn.Linear(2, 2)
     with pytest.raises(ValueError, match="modules changed"):
         snap.restore(model)
+
+
+def test_hidden_states_still_come_after_a_restore(tmp_path):
+    """transformers hooks the model the first time a forward asks for hidden states and
+    never again; a restore that removes those hooks must let it hook the model anew."""
+    model = tiny_model("mistral", torch.float32)
+    snap = Snapshot(model, tmp_path / "w.safetensors")
+    ids = torch.tensor([[1, 2, 3]])
+    assert len(model(input_ids=ids, output_hidden_states=True).hidden_states) == 3  # embeddings + 2 layers
+    snap.restore(model)
+    assert len(model(input_ids=ids, output_hidden_states=True).hidden_states) == 3
