@@ -97,6 +97,7 @@ def fused_backward(model, tokenizer, probes, loss, weights, on_gradient) -> None
 
     for w in weights.values():
         w.requires_grad_(True)
+        w.grad = None  # the pass's gradient alone, never added to one left on the model
     hooks = [w.register_post_accumulate_grad_hook(consume) for w in weights.values()]
     try:
         with phase("forward"):

@@ -5,7 +5,9 @@ target: before the first deletion it writes the weights to a safetensors file, t
 by tensor (never more than one tensor's bytes in memory at once), and after each
 target it copies them back from the memory-mapped file. Besides the weights a
 snapshot puts back what a method may change around them: forward hooks it registered
-(ECO's input corruption), parameters' ``requires_grad`` flags and the train/eval mode.
+(ECO's input corruption), parameters' ``requires_grad`` flags and the train/eval mode;
+it leaves no gradient behind (RAP's attack ends with one on every parameter, and a
+method that accumulates into ``.grad`` would add it to its own).
 transformers installs hooks of its own, lazily, the first time a forward asks for hidden
 states, and marks the model so it never installs them again: a restore that removes
 those hooks clears that mark too, or every later forward would return no hidden states.
@@ -126,4 +128,5 @@ class Snapshot:
                 m.__dict__.pop(_CAPTURE_MARK, None)
             m.training = self.training[name]
         for name, p in model.named_parameters():
+            p.grad = None
             p.requires_grad_(self.requires_grad[name])

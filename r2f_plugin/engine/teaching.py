@@ -41,32 +41,35 @@ def finetune(model: torch.nn.Module, tokenizer: Any, probes: list[Probe], epochs
     model.train()
     epochs_bar = bar(range(1, epochs + 1), desc="teaching", unit="epoch") if progress else range(1, epochs + 1)
     start = time.perf_counter()
-    for epoch in epochs_bar:
-        for chunk in batches(probes, batch_size, rng):
-            loss = answer_nll(model, encode(tokenizer, chunk, device=device)).mean()
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            steps += 1
-            if progress and steps == min(RATE_STEPS, per_epoch):
-                rate = (time.perf_counter() - start) / steps
-                progress(estimate(len(probes), rate, per_epoch, epochs, stop_accuracy, max_steps))
-            if max_steps is not None and steps >= max_steps:
-                model.eval()
-                return epoch
-        if stop_accuracy is not None and epoch % CHECK_EVERY == 0:
-            acc = answer_accuracy(model, tokenizer, probes)
-            if progress:
-                epochs_bar.set_postfix(loss=f"{loss.item():.3f}", accuracy=f"{acc:.3f}")
-                epochs_bar.total = expected_epochs(epoch, acc, previous, stop_accuracy, epochs)
-                epochs_bar.refresh()
-            if acc >= stop_accuracy:
-                break
-            if acc <= best:
-                for group in opt.param_groups:
-                    group["lr"] /= 2
-            best, previous = max(best, acc), acc
-            model.train()
+    try:
+        for epoch in epochs_bar:
+            for chunk in batches(probes, batch_size, rng):
+                loss = answer_nll(model, encode(tokenizer, chunk, device=device)).mean()
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+                steps += 1
+                if progress and steps == min(RATE_STEPS, per_epoch):
+                    rate = (time.perf_counter() - start) / steps
+                    progress(estimate(len(probes), rate, per_epoch, epochs, stop_accuracy, max_steps))
+                if max_steps is not None and steps >= max_steps:
+                    model.eval()
+                    return epoch
+            if stop_accuracy is not None and epoch % CHECK_EVERY == 0:
+                acc = answer_accuracy(model, tokenizer, probes)
+                if progress:
+                    epochs_bar.set_postfix(loss=f"{loss.item():.3f}", accuracy=f"{acc:.3f}")
+                    epochs_bar.total = expected_epochs(epoch, acc, previous, stop_accuracy, epochs)
+                    epochs_bar.refresh()
+                if acc >= stop_accuracy:
+                    break
+                if acc <= best:
+                    for group in opt.param_groups:
+                        group["lr"] /= 2
+                best, previous = max(best, acc), acc
+                model.train()
+    finally:  # no gradient left on the model (RAP attacks it, then a method may accumulate into .grad)
+        opt.zero_grad(set_to_none=True)
     if progress:
         epochs_bar.close()
     model.eval()
@@ -149,6 +152,7 @@ def teach_schedule(model: torch.nn.Module, tokenizer: Any, texts: Sequence[str],
         loss.backward()
         opt.step()
         sched.step()
+    opt.zero_grad(set_to_none=True)
     model.eval()
 
 

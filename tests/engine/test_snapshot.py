@@ -39,17 +39,19 @@ def test_restore_is_bit_exact_after_every_weight_moved(tmp_path, family, dtype):
     assert len(saved) == len(before) - tied
 
 
-def test_restore_removes_hooks_and_puts_back_flags_and_mode(tmp_path):
+def test_restore_removes_hooks_and_gradients_and_puts_back_flags_and_mode(tmp_path):
     model = tiny_model("mistral", torch.float32)
     embed = model.get_input_embeddings()
     kept = embed.register_forward_hook(lambda m, i, o: None)  # present at the snapshot: stays
     snap = Snapshot(model, tmp_path / "w.safetensors")
     embed.register_forward_hook(lambda m, i, o: o * 0)
     embed.register_forward_pre_hook(lambda m, a, k: None, with_kwargs=True)
+    model(input_ids=torch.tensor([[1, 2, 3]])).logits.sum().backward()  # a gradient on every parameter
     for p in model.parameters():
         p.requires_grad_(False)
     model.train()
     snap.restore(model)
+    assert all(p.grad is None for p in model.parameters())
     assert list(embed._forward_hooks) == [kept.id] and not embed._forward_pre_hooks
     assert not embed._forward_pre_hooks_with_kwargs
     assert all(p.requires_grad for p in model.parameters()) and not model.training
