@@ -29,14 +29,14 @@ def frontier_command(args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace) -> dict[str, Any] | None:
     """Run, refine and tabulate the frontier, print its tables; its JSON (``None``: this
-    process ran only its share)."""
+    process ran its share under ``accelerate launch``, and the main one tabulates)."""
     launch = launcher(args, say(args))  # a missing submitit or a bad combination fails first
     settings = Settings(split_list(args.methods), args.task, parse_seeds(args.seeds), run_values(args), args.points,
                         args.refine, args.baseline, args.keep_going)
     measured = run_frontier(settings, launch, say(args))
     if isinstance(measured, SweepReport):
-        print(f"this process ran its share ({measured.assigned} of {measured.planned} jobs); run the same command "
-              f"in one process to refine and tabulate the frontier (finished jobs are skipped)")
+        print(f"this process ran its share of the first round ({measured.assigned} of {measured.planned} jobs) "
+              f"and of every refinement; the main process writes the tables")
         return None
     out_dir = Path(args.out_dir) if args.out_dir else Store(args.output).root / "frontier"
     files = write_report(measured, args.refine, args.task, out_dir)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import threading
 from contextlib import contextmanager
+from datetime import timedelta
 from typing import Iterator
 
 # Read by lm-eval / torchrun-aware code to infer a multi-process launch.
@@ -57,6 +58,11 @@ def accelerator_available() -> bool:
     return torch.cuda.is_available()
 
 
+# How long a process waits at a barrier: a frontier's processes wait there for the others'
+# shares of a round, which can take hours longer (the default, 30 minutes, would fail them).
+WAIT = timedelta(days=7)
+
+
 def process_state():
     """Accelerate's ``PartialState`` for this process (rank, world size, device).
 
@@ -69,7 +75,7 @@ def process_state():
     from accelerate import PartialState
 
     forced = os.environ.get("ACCELERATE_USE_CPU", "").lower() in ("1", "true", "yes")
-    return PartialState(cpu=forced or not accelerator_available())
+    return PartialState(cpu=forced or not accelerator_available(), timeout=WAIT)
 
 
 def cpu_threads(requested: int | None, processes: int, load: float | None = None) -> int:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..engine.config import RunConfig
+from ..engine.distributed import process_state
 from ..errors import UserError
 from ..plugins import registry
 from ..unlearner import method_variant
@@ -18,7 +19,7 @@ from .aggregate import invalid
 from .frontier import GUR_LEVELS, Frontier, Score, Unit, frontier, next_strength
 from .launch import Submitit
 from .store import Store
-from .sweep import Job, Progress, SweepReport, execute, expand
+from .sweep import Job, Progress, SweepReport, execute, expand, stored_keys
 from .tables import taught_strings
 
 
@@ -125,16 +126,23 @@ def baseline_of(baseline: str | None, curves: list[Curve]) -> str:
 
 class Runs:
     """Executes jobs into the store (here, or through ``launch``: a job array per round),
-    remembering every job's keys and every failed job."""
+    remembering every job's keys and every failed job. Under ``accelerate launch`` each
+    process runs its share of a round, then waits for the others and reads every job's
+    keys, so that all of them plan the next round from the same store."""
 
     def __init__(self, settings: Settings, launch: Submitit | None, progress: Progress) -> None:
         self.settings, self.launch, self.progress = settings, launch, progress
         self.keys: dict[str, list[str]] = {}
         self.failed: list[str] = []
+        self.share: SweepReport | None = None  # this process's share of the first round, if it had one
 
     def __call__(self, jobs: list[Job]) -> SweepReport:
         report = self.launch(jobs) if self.launch is not None else \
             execute(jobs, self.settings.output, keep_going=self.settings.keep_going, progress=self.progress)
+        if report.assigned < report.planned:  # one process of several: the others' shares, once they finish
+            self.share = self.share or report
+            process_state().wait_for_everyone()
+            report.job_keys = stored_keys(jobs)
         if report.failed and not self.settings.keep_going:  # (only an array gets here: its tasks run independently)
             raise UserError(f"{len(report.failed)} job(s) failed ({'; '.join(report.failed)}); fix and re-run the "
                             f"same command to resume, or pass --keep-going to count their targets as failures.")
@@ -194,21 +202,22 @@ def refine(curves: list[Curve], results: list[Frontier]) -> list[Job]:
 
 def run_frontier(settings: Settings, launch: Submitit | None, progress: Progress) -> Measured | SweepReport:
     """Run every curve, refine it at the GUR floors and read the frontiers, warning through
-    ``progress`` of failed jobs and skipped records; the first round's report alone when
-    this process ran only its share of it."""
+    ``progress`` of failed jobs and skipped records. Under ``accelerate launch`` every
+    process runs its share of each round and the main one reads the frontiers; the others
+    return their share of the first round."""
     entries = settings.methods
     curves = plan(settings, expand(entries, "method") if entries == ["all"] else entries)
     baseline = baseline_of(settings.baseline, curves)
     runs = Runs(settings, launch, progress)
-    report = runs([j for c in curves for s in c.strengths for j in c.jobs(s)] + [j for c in curves for j in c.shipped()])
-    if report.assigned < report.planned:
-        return report
+    runs([j for c in curves for s in c.strengths for j in c.jobs(s)] + [j for c in curves for j in c.shipped()])
     store = Store(settings.output)
     for _ in range(settings.refine):
         jobs = refine(curves, frontiers(curves, read(store, runs.keys, curves)))
         if not jobs:
             break
         runs(jobs)
+    if runs.share is not None and not process_state().is_main_process:
+        return runs.share
     readout = read(store, runs.keys, curves)
     results = frontiers(curves, readout)
     for line in runs.failed:

@@ -214,13 +214,26 @@ def process_tag(process: tuple[int, int]) -> str:
     return f"[process {process[0] + 1}/{process[1]}] " if process[1] > 1 else ""
 
 
-def _run_job(job: Job, runner: type[Run], store: Store, report: SweepReport, say: Progress, replace: bool) -> None:
+def _keyed(job: Job, runner: type[Run], say: Progress) -> tuple[Run, dict[str, Any], str, dict, dict, list[str]]:
+    """The job's run (nothing built yet), its identity, data revision, versions, resolved
+    parameters, and the store key of each of its targets."""
     config = RunConfig(**job.fields)
     run = runner(config, progress=say)
     identity = config.to_dict()
     revision, versions, params = run.data_revision(), run.versions(), run.resolved_params()
-    for target in run.targets:
-        key = job_key(identity, target.id, revision, versions, params)
+    return run, identity, revision, versions, params, [job_key(identity, t.id, revision, versions, params)
+                                                       for t in run.targets]
+
+
+def stored_keys(jobs: Sequence[Job], runner: type[Run] | None = None) -> dict[str, list[str]]:
+    """Each job's store keys, by job label, as running it would store them; nothing runs."""
+    runner = runner or default_runner()
+    return {job.label: _keyed(job, runner, lambda msg: None)[-1] for job in jobs}
+
+
+def _run_job(job: Job, runner: type[Run], store: Store, report: SweepReport, say: Progress, replace: bool) -> None:
+    run, identity, revision, versions, params, keys = _keyed(job, runner, say)
+    for target, key in zip(run.targets, keys):
         report.keys.append(key)
         report.job_keys.setdefault(job.label, []).append(key)
         if store.done(key) and not replace:

@@ -22,7 +22,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _launch(output: Path, log: Path) -> subprocess.CompletedProcess:
+def _launch(output: Path, log: Path, command: list[str] | None = None) -> subprocess.CompletedProcess:
     # torchrun-style workers (--multi_gpu is Accelerate's multi-process launcher); ACCELERATE_USE_CPU
     # makes them a gloo CPU group even where a GPU is visible.
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), str(ROOT)]),
@@ -31,9 +31,8 @@ def _launch(output: Path, log: Path) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
            "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
            "--main_process_port", str(_free_port()),
-           "-m", "fake_runner", "sweep", "--methods", ",".join(METHODS),
-           "--tasks", ",".join(TASKS), "--seeds", ",".join(map(str, SEEDS)), "--limit", "2",
-           "--output", str(output)]
+           "-m", "fake_runner", *(command or ["sweep", "--methods", ",".join(METHODS), "--tasks", ",".join(TASKS)]),
+           "--seeds", ",".join(map(str, SEEDS)), "--limit", "2", "--output", str(output)]
     return subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
 
 
@@ -55,3 +54,21 @@ def test_two_processes_split_jobs_without_duplicates(tmp_path):
     assert again.returncode == 0, again.stdout + again.stderr
     assert len(log.read_text().splitlines()) == len(calls)
     assert again.stdout.count("0 targets run") == 2
+
+
+def test_two_processes_share_every_frontier_round(tmp_path):
+    """The first round and every refinement are split between the processes, each
+    target runs once, and the main process alone writes the tables."""
+    log, output = tmp_path / "calls.jsonl", tmp_path / "store"
+    frontier = ["frontier", "--methods", "r2f,fullgrad", "--points", "3", "--refine", "2", "--json", "--quiet"]
+    done = _launch(output, log, frontier)
+    assert done.returncode == 0, done.stdout + done.stderr
+    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    assert set(Counter((c["label"], c["target"]) for c in calls).values()) == {1}  # no duplicates
+    first = 2 * (3 + 1) * len(SEEDS) * 2  # methods x (strengths + shipped) x seeds x targets
+    refined = calls[first:] if len(calls) > first else []
+    assert refined and {c["rank"] for c in calls} == {0, 1}
+    summary = json.loads(done.stdout[done.stdout.index("{"):done.stdout.rindex("}") + 1])  # the main process's JSON
+    assert len(summary["methods"][0]["points"]) > 4  # untouched + 3 strengths + the refinements
+    assert (done.stdout + done.stderr).count("ran its share of the first round") == 1  # the other process
+    assert (output / "frontier" / "frontier.png").is_file()
