@@ -134,14 +134,14 @@ class Runs:
         self.settings, self.launch, self.progress = settings, launch, progress
         self.keys: dict[str, list[str]] = {}
         self.failed: list[str] = []
-        self.share: SweepReport | None = None  # this process's share of the first round, if it had one
+        self.share: SweepReport | None = None  # under accelerate launch: this process's share of the first round
 
     def __call__(self, jobs: list[Job]) -> SweepReport:
         report = self.launch(jobs) if self.launch is not None else \
             execute(jobs, self.settings.output, keep_going=self.settings.keep_going, progress=self.progress)
-        if report.assigned < report.planned:  # one process of several: the others' shares, once they finish
-            self.share = self.share or report
-            process_state().wait_for_everyone()
+        if self.launch is None and (state := process_state()).num_processes > 1:  # every process, even one
+            self.share = self.share or report  # given no job of this round, waits for the others' shares
+            state.wait_for_everyone()
             report.job_keys = stored_keys(jobs)
         if report.failed and not self.settings.keep_going:  # (only an array gets here: its tasks run independently)
             raise UserError(f"{len(report.failed)} job(s) failed ({'; '.join(report.failed)}); fix and re-run the "

@@ -22,7 +22,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _launch(output: Path, log: Path, command: list[str] | None = None) -> subprocess.CompletedProcess:
+def _launch(output: Path, log: Path, command: list[str] | None = None, seeds: list[int] = SEEDS) -> subprocess.CompletedProcess:
     # torchrun-style workers (--multi_gpu is Accelerate's multi-process launcher); ACCELERATE_USE_CPU
     # makes them a gloo CPU group even where a GPU is visible.
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), str(ROOT)]),
@@ -32,7 +32,7 @@ def _launch(output: Path, log: Path, command: list[str] | None = None) -> subpro
            "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
            "--main_process_port", str(_free_port()),
            "-m", "fake_runner", *(command or ["sweep", "--methods", ",".join(METHODS), "--tasks", ",".join(TASKS)]),
-           "--seeds", ",".join(map(str, SEEDS)), "--limit", "2", "--output", str(output)]
+           "--seeds", ",".join(map(str, seeds)), "--limit", "2", "--output", str(output)]
     return subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
 
 
@@ -72,3 +72,13 @@ def test_two_processes_share_every_frontier_round(tmp_path):
     assert len(summary["methods"][0]["points"]) > 4  # untouched + 3 strengths + the refinements
     assert (done.stdout + done.stderr).count("ran its share of the first round") == 1  # the other process
     assert (output / "frontier" / "frontier.png").is_file()
+
+
+def test_a_round_with_fewer_jobs_than_processes_does_not_hang(tmp_path):
+    """One method, one seed: each refinement round has one or two jobs, so a process may
+    get none of them and must still meet the other at the barrier."""
+    frontier = ["frontier", "--methods", "r2f", "--points", "3", "--refine", "3", "--json", "--quiet"]
+    done = _launch(tmp_path / "store", tmp_path / "calls.jsonl", frontier, seeds=[0])
+    assert done.returncode == 0, done.stdout + done.stderr
+    calls = [json.loads(line) for line in (tmp_path / "calls.jsonl").read_text().splitlines()]
+    assert len(calls) > (3 + 1) * 2 and set(Counter((c["label"], c["target"]) for c in calls).values()) == {1}
