@@ -5,8 +5,10 @@ never taught, (A2) including in a question wording never taught for anyone, (A3)
 plain method on the real request forgets held-out answers while utility stays, and
 (A4) negative controls do not: the same method on *another* person's request, and a
 random weight step of the same size, must forget no faster than they damage
-(USR ≤ 100 − GUR + :data:`CONTROL_SLACK`), and the real request must beat both by
-:data:`MARGIN` points at GUR 90.
+(USR ≤ 100 − GUR + :data:`CONTROL_SLACK`) wherever methods are ranked (GUR ≥
+:data:`READ_FLOOR`, the frontier's lower floor), and the real request must beat both by
+:data:`MARGIN` points at GUR 90. The excess over the whole curve, heavy damage included,
+is reported beside it.
 
 "100 − GUR" is read like for like, as the share of the utility answers the untouched
 model knew that are lost (USR computed on the utility set). GUR itself, a ratio of mean
@@ -40,6 +42,7 @@ from ..engine.run import Run
 
 METHOD = "grad_ascent"
 CONTROL_SLACK = 5.0
+READ_FLOOR = 90.0  # controls are held to the diagonal where rankings are read (frontier floors 95 and 90)
 MARGIN = 30.0
 BOOTSTRAP = 1000
 CONDITIONS = ("request", "other_request", "random_step")
@@ -179,14 +182,15 @@ def summarise(a1, a1_new, a2, curves, teach_seconds, strengths) -> dict:
         real = best_usr(gur_usr(curves["request"][unit]), 90)
         control = max(best_usr(gur_usr(curves[c][unit]), 90) for c in CONDITIONS[1:])
         margin_units[unit.split("@")[0]].append(real - control)
-    excess = {c: max(u - lost for _, u, lost in mean_curves[c]) for c in CONDITIONS[1:]}
+    excess = lambda c, floor: max(u - lost for gur, u, lost in mean_curves[c] if gur >= floor)
     return {
         "a1_never_taught_qa": interval(a1).to_json(),
         "a1_never_taught_template_targets": interval(a1_new).to_json(),
         "a2_never_taught_template": {"mean": round(float(np.mean(a2)), 2), "per_seed": [round(x, 2) for x in a2]},
         "a3_usr_at_gur95": interval(at_floor("request", 95)).to_json(),
         "a4_margin_at_gur90": interval(margin_units).to_json(),
-        "a4_control_excess": {c: round(v, 2) for c, v in excess.items()},
+        "a4_control_excess": {c: round(excess(c, READ_FLOOR), 2) for c in CONDITIONS[1:]},
+        "a4_control_excess_whole_curve": {c: round(excess(c, -np.inf), 2) for c in CONDITIONS[1:]},
         "controls_usr_at_gur90": {c: interval(at_floor(c, 90)).to_json() for c in CONDITIONS[1:]},
         "curves": {c: [[round(x, 2) for x in pt] for pt in pts] for c, pts in mean_curves.items()},
         "curve_columns": ["gur", "usr", "utility_lost"],

@@ -110,3 +110,22 @@ def test_the_control_diagonal_is_read_like_for_like():
     assert result["a4_control_excess"] == {"other_request": 0.0, "random_step": 0.0}
     assert result["a4_margin_at_gur90"]["mean"] == 50.0
     assert passes(result)["A4"]
+
+
+def test_controls_are_held_to_the_diagonal_where_rankings_are_read():
+    """A control that forgets faster than it damages at GUR ≥ 90 fails A4; one that does
+    so only on a heavily damaged model (GUR 60) passes, and the whole-curve excess says so."""
+    from r2f_bench.results.testbed import passes, summarise
+
+    specific = [(100.0, 0.0, 0.0), (95.0, 80.0, 5.0), (60.0, 95.0, 40.0)]
+    late = [(100.0, 0.0, 0.0), (95.0, 5.0, 5.0), (60.0, 55.0, 40.0)]
+    early = [(100.0, 0.0, 0.0), (95.0, 15.0, 5.0), (60.0, 40.0, 40.0)]
+    result = lambda control: summarise({"t": [100.0]}, {"t": [100.0]}, [50.0],
+                                       {"request": {"t@0": specific}, "other_request": {"t@0": control},
+                                        "random_step": {"t@0": late}}, [1.0], [0.1, 1.0])
+    read_late, read_early = result(late), result(early)
+    assert read_late["a4_control_excess"] == {"other_request": 0.0, "random_step": 0.0}
+    assert read_late["a4_control_excess_whole_curve"] == {"other_request": 15.0, "random_step": 15.0}
+    assert passes(read_late)["A4"]
+    assert read_early["a4_control_excess"]["other_request"] == 10.0
+    assert not passes(read_early)["A4"]
