@@ -31,6 +31,7 @@ from ..unlearner import Context, Edit
 from .build import build_models, forget_request
 from .config import RunConfig
 from .distributed import cpu_threads, process_state
+from .models import write_pretrained
 from .evaluate import Evaluator
 from .plan import Plan
 from .record import Measured, Recorder, provenance
@@ -190,6 +191,5 @@ class Run(Plan):
         """Write the unlearned model and its tokenizer (safetensors) for ``lm_eval`` and reuse."""
         path = Path(self.config.save_model) / target.id
         with atomic_dir(path) as tmp:
-            edit.model.save_pretrained(tmp, safe_serialization=True)
-            self.tokenizer.save_pretrained(tmp)
+            write_pretrained(edit.model, self.tokenizer, tmp)
         self.progress(f"{self.config.method} on {target.id}: unlearned model saved to {path}")

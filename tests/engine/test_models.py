@@ -147,3 +147,22 @@ def test_family_offset_keeps_every_cached_models_key(monkeypatch):
     assert spec.family_offset == 1
     assert embedded_key(spec, facts, ["extra"], seed=1) == "02e975dd9b5b6698"
     assert embedded_key(spec, facts, ["extra"], seed=1, world=["Ada was born in London."]) == "642ea2406103ce12"
+
+
+def test_a_cached_model_built_on_rank_1_keeps_its_weights(monkeypatch, tmp_path):
+    """Under ``accelerate launch`` transformers' save_pretrained writes weights only on rank 0;
+    a cache entry built on rank 1 held only its tokenizer, was set aside as corrupt on the
+    next load and taught again, forever. The entry must load as the model that was taught."""
+    from r2f_bench.engine import models
+
+    monkeypatch.setattr(models, "cache_root", lambda: tmp_path)
+    monkeypatch.setattr(torch.distributed, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.distributed, "get_rank", lambda group=None: 1)
+    facts, extra = _facts()
+    spec = EmbeddedSpec.parse("embedded:mistral-h32-l1")
+    taught, tok, _ = models.embedded_model(spec, facts, extra, progress=lambda m: None, max_epochs=2, target_accuracy=0.0)
+    said = []
+    loaded, _, _ = models.embedded_model(spec, facts, extra, progress=said.append, max_epochs=2, target_accuracy=0.0)
+    assert any("loaded from cache" in m for m in said), said
+    ids = tok("alpha beta", return_tensors="pt")["input_ids"]
+    assert torch.equal(taught(ids).logits, loaded(ids).logits)
