@@ -31,8 +31,8 @@ from ..unlearner import Context, Edit
 from .build import build_models, forget_request
 from .config import RunConfig
 from .distributed import cpu_threads, process_state
-from .models import write_pretrained
 from .evaluate import Evaluator
+from .models import write_pretrained
 from .plan import Plan
 from .record import Measured, Recorder, provenance
 from .weights import Weights

@@ -135,7 +135,7 @@ class WorldConfig:
     """The sizes of a world: people, biographies per person, and the split."""
 
     seed: int = 0
-    # 160, not 320: on the 0.23M-parameter demo target, 320 people share too few weights for
+    # 160, not 320: on the 0.2M-parameter demo target, 320 people share too few weights for
     # a plain method to remove one person without the rest (gradient ascent forgot 19-25 %
     # at GUR 95 wherever the model generalised); at 160 it forgets 59-75 % on world seeds
     # 0-2 while the model still answers 73-95 % of never-taught questions (docs/testbed.md)
