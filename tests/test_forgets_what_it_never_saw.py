@@ -22,18 +22,7 @@ from r2f_bench.unlearner import Edit, Unlearner
 
 TARGETS = 8  # paired over 8 targets: with 4, one target's swing (-12 to +57 points for R2F) moved the mean by 10
 MARGIN = 10.0  # points of held-out USR the real request must add over the control
-# Methods that miss the criterion at their shipped defaults, which were tuned on the world
-# of 320 people (docs/tuning.md) and are too weak on the world of 160; before, their margin
-# straddled it across CPU families (another CPU teaches another model, tests/test_readme.py).
-# Their failing assertion is expected, not required; any other exception still fails.
-STRADDLE = {
-    "deepcut": "held-out USR 8.9 on its request vs 2.0 on another's (8 targets, 160 people, Intel Xeon); "
-               "15.3 vs 9.4 on the world of 320 people",
-    "sku": "2.9 vs 1.1 (8 targets, 160 people, Intel Xeon): its stage-1 lr, tuned on 320 people, barely "
-           "moves this model; 16.3 vs 4.7 on the world of 320 people",
-}
-METHODS = [pytest.param(i.name, marks=pytest.mark.xfail(strict=False, raises=AssertionError, reason=STRADDLE[i.name]))
-           if i.name in STRADDLE else i.name for i in registry().listing("method")]
+METHODS = [i.name for i in registry().listing("method")]
 
 
 def world_run(method: str, out) -> Run:

@@ -37,11 +37,10 @@ def setting(tmp_path_factory):
 
 
 # Defaults are tuned on the knowledge world, where knowledge is lost at smaller steps than
-# on this sample model (which barely knows its facts: answer NLL about 5): these mechanics
-# tests push two methods harder. Measured here: SCRUB at its paper's T = 4 raises the
-# request's answer NLL by -0.023 at lr 5e-3 and 0.163 at 2e-2; multi-view LoRA by 0.003
-# at its tuned step 0.017.
-STRONGER = {"scrub": {"lr": "2e-2"}, "lora_multi": {"step": "0.03"}}
+# on this sample model (which barely knows its facts: answer NLL about 5): this mechanics
+# test pushes SCRUB harder. Measured here: at its paper's T = 4 it raises the request's
+# answer NLL by -0.023 at lr 5e-3 and 0.163 at 2e-2.
+STRONGER = {"scrub": {"lr": "2e-2"}}
 # DeepCUT's contrastive loss moves representations, not answer likelihoods: at any learning
 # rate of its range (1e-4 to 1e-2) the request's answer NLL on this sample model does not rise
 NOT_FORGETTING = {"deepcut"}
