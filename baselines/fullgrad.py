@@ -5,9 +5,9 @@ request's facts as asked) and takes one step with the exact gradient of every
 linear layer (the same matrices R2F updates, with the same relative step), holding
 one full gradient buffer per matrix: the memory cost R2F avoids.
 
-Defaults: ``loss = unlikelihood`` (shared by the one-step methods) and ``step = 0.0236``,
-chosen by ``r2f-bench tune`` on the knowledge world's dev split (docs/tuning.md);
-``fullgrad_multiview`` takes R2F's step (0.02; its own search chose the same).
+Defaults: ``loss = unlikelihood`` (shared by the one-step methods) and ``step``, chosen
+by ``r2f-bench tune`` on the knowledge world's dev split (the values: ``Params``; the
+searches: docs/tuning.md); ``fullgrad_multiview`` takes R2F's step.
 
 ``fullgrad_multiview`` is R2F's exact reference: the exact full gradient of the same
 loss over the *same views* R2F averages (every view of the request), one step with the
@@ -44,7 +44,7 @@ from ..unlearner import Edit, Unlearner, tuned
 class FullGrad(OneStepUnlearner):
     name = "fullgrad"
     description = "FullGrad (R2F paper, App. B): one step along the exact full gradient of one view."
-    Params = tuned(StepParams, step=0.0236)
+    Params = tuned(StepParams, step=0.0122)
 
     def gradient(self, model, request, ctx):
         grads = exact_gradients(model, ctx.tokenizer, request.facts, self.params.loss, target_modules(model, ctx.target_modules))
@@ -54,7 +54,7 @@ class FullGrad(OneStepUnlearner):
 class FullGradMultiview(OneStepUnlearner):
     name = "fullgrad_multiview"
     description = "Exact multi-view gradient (R2F's reference): one step along the exact gradient of all of R2F's views."
-    Params = tuned(StepParams, step=0.02)  # R2F's step: the two differ only in the gradient
+    Params = tuned(StepParams, step=0.00537)  # R2F's step: the two differ only in the gradient
 
     def gradient(self, model, request, ctx):
         grads = exact_gradients(model, ctx.tokenizer, all_views(request), self.params.loss, target_modules(model, ctx.target_modules))

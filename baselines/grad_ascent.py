@@ -17,7 +17,7 @@ tiny models and are the same for every target):
 
 * ``steps = 5``: a few optimiser steps, enough for the forget answers' likelihood
   to drop on the tiny models (the paper stops once it has dropped, after a few epochs).
-* ``lr = 1.39e-3``: chosen by ``r2f-bench tune`` on the knowledge world's dev split (docs/tuning.md);
+* ``lr``: chosen by ``r2f-bench tune`` on the knowledge world's dev split (docs/tuning.md);
   Jang et al. use 5e-5 on GPT-Neo 125M-2.7B. Re-tune for real LLMs.
 * ``batch_size = 8``, ``accumulate = 4``: 32 facts per step (Jang et al. unlearn 32
   sequences at once), in micro-batches of 8 (:class:`r2f_bench.training.optimise.BatchParams`).
@@ -38,7 +38,7 @@ from ..unlearner import Edit, Strength, Unlearner, at_least, positive
 @dataclass
 class GradAscentParams(BatchParams):
     steps: int = field(default=5, metadata={"help": "AdamW steps on the forget facts (fixed for every target)", "check": at_least(1)})
-    lr: float = field(default=1.39e-3, metadata={"help": "learning rate (tuned on the dev split; Jang et al.: 5e-5 on GPT-Neo)", "check": positive})
+    lr: float = field(default=8.49e-4, metadata={"help": "learning rate (tuned on the dev split; Jang et al.: 5e-5 on GPT-Neo)", "check": positive})
 
 
 class GradAscent(Unlearner):

@@ -19,7 +19,7 @@ forget term and keep the retain term (NPO+RT, SimNPO's λ).
 Defaults:
 
 * ``retain_weight = 1`` (λ): TOFU's and open-unlearning's equal weights.
-* ``steps = 5`` (gradient ascent's); ``lr = 1.39e-3`` (the strength knob, swept
+* ``steps = 5`` (gradient ascent's); ``lr`` (the strength knob, swept
   1e-4–1e-2), chosen by ``r2f-bench tune`` on the knowledge world's dev split (docs/tuning.md). TOFU runs 5 epochs at 1e-5 on 7B models.
 * ``batch_size = 8``, ``accumulate = 4``: 32 forget (and 32 retain) sequences per step
   (:class:`r2f_bench.training.optimise.BatchParams`). AdamW, no weight decay.
@@ -50,7 +50,7 @@ class ForgetRetainParams(BatchParams):
     """The loop's parameters: shared by GradDiff, NPO and SimNPO."""
 
     steps: int = field(default=5, metadata={"help": "AdamW steps (fixed for every target)", "check": at_least(1)})
-    lr: float = field(default=1.39e-3, metadata={"help": "learning rate, the strength knob (each method tunes its own)", "check": positive})
+    lr: float = field(default=6.11e-4, metadata={"help": "learning rate, the strength knob (each method tunes its own)", "check": positive})
     retain_weight: float = field(default=1.0, metadata={"help": "λ, weight of the retain answers' NLL (0: none)", "check": at_least(0)})
 
 

@@ -23,7 +23,7 @@ Defaults:
 
 * ``beta = 0.1``: the paper's (TOFU).
 * ``retain_weight = 0``: plain NPO, the paper's headline loss.
-* ``steps = 5``; ``lr = 1.93e-3`` (the strength knob, swept 1e-4–1e-2), chosen by ``r2f-bench tune`` on the knowledge world's dev split (docs/tuning.md).
+* ``steps = 5``; ``lr`` (the strength knob, swept 1e-4–1e-2), chosen by ``r2f-bench tune`` on the knowledge world's dev split (docs/tuning.md).
   The paper runs 10 epochs at 1e-5 on 7B models (TOFU).
 * ``batch_size = 8``, ``accumulate = 4``: 32 sequences per step. AdamW, all parameters.
 """
@@ -78,7 +78,7 @@ def npo_forget(model: torch.nn.Module, tokenizer: Any, refs: dict[Probe, float],
 class NPO(Unlearner):
     name = "npo"
     description = "NPO (Zhang et al. 2024): DPO-style negative preference on the forget answers against the untouched model."
-    Params = tuned(NpoParams, lr=1.93e-3)
+    Params = tuned(NpoParams, lr=7.2e-4)
     strength = Strength("lr", 1e-4, 1e-2)
 
     def unlearn(self, model, request, ctx):

@@ -22,7 +22,7 @@ Defaults, adapted to model size:
 
 * ``layer = -1``: ℓ = round(7/32 · depth), at least 1 and at most the last layer: the
   authors' layer 7 of Zephyr-7B's 32 (0-based), scaled with depth (4 layers: 1; 2: 1).
-* ``steer = 4.3``, the strength knob (``r2f-bench frontier`` sweeps 1–30): c = 4.3 ×
+* ``steer``, the strength knob (``r2f-bench frontier`` sweeps 1–30): c = steer ×
   the median per-token norm of layer ℓ's activations on the request's retain data under
   the untouched model, chosen by ``r2f-bench tune`` on the knowledge world's dev split
   (docs/tuning.md). The authors' c = 6.5 is an absolute number for Zephyr-7B, and
@@ -30,8 +30,8 @@ Defaults, adapted to model size:
   relative to the model's own (as Adaptive RMU, Dang et al. 2025, scales c by an
   activation norm). The authors' value would map to 3.25 = 6.5 / 2.0 only through
   Zephyr's median layer-7 token norm as a third-party analysis reports it (not
-  reproduced here), so the relative c is tuned rather than carried over (on the dev split
-  c = 2.64 and 4.3, either side of 3.25, forget 57.1 % and 92.4 % of held-out answers). ``info`` records
+  reproduced here), so the relative c is tuned rather than carried over (docs/tuning.md
+  has the search, with c either side of 3.25). ``info`` records
   the norm and the c used.
 * ``alpha = 1200``: the authors' (Zephyr-7B). Both terms are squared activations, so
   α carries over between models once c is relative.
@@ -69,7 +69,7 @@ class RmuParams(BatchParams):
     accumulate: int = field(default=1, metadata={"help": "micro-batches per optimiser step (authors: 1)", "check": at_least(1)})
     steps: int = field(default=150, metadata={"help": "AdamW steps (authors: 150)", "check": at_least(1)})
     lr: float = field(default=3e-3, metadata={"help": "learning rate (authors: 5e-5 on 7B models)", "check": positive})
-    steer: float = field(default=4.3, metadata={"help": "c, the strength knob, in medians of layer ℓ's token norm on retain data (tuned on the dev split; authors: 6.5 absolute on Zephyr-7B)", "check": positive})
+    steer: float = field(default=4.85, metadata={"help": "c, the strength knob, in medians of layer ℓ's token norm on retain data (tuned on the dev split; authors: 6.5 absolute on Zephyr-7B)", "check": positive})
     alpha: float = field(default=1200.0, metadata={"help": "α, weight of the retain activation loss (authors: 1200)", "check": at_least(0)})
     layer: int = field(default=-1, metadata={"help": "ℓ, the steered layer (0-based; -1: round(7/32·depth), at least 1)", "check": at_least(-1)})
 

@@ -19,7 +19,7 @@ Defaults:
   forget05 setting (their ``run_scripts.py`` sweeps β and γ at λ = 0.1375 over 10
   epochs). The values are per benchmark: their MUSE commands use β = 0.75, γ = 3 (News)
   and β = 0.7, γ = 0 (Books) with λ = 0.1.
-* ``steps = 5``; ``lr = 1.64e-3`` (the strength knob, swept 1e-4–1e-2), chosen by ``r2f-bench tune`` on the knowledge world's dev split (docs/tuning.md).
+* ``steps = 5``; ``lr`` (the strength knob, swept 1e-4–1e-2), chosen by ``r2f-bench tune`` on the knowledge world's dev split (docs/tuning.md).
   The authors run 10 epochs at 1e-5 on 7B models.
 * ``batch_size = 8``, ``accumulate = 4``: 32 sequences per step. AdamW, all parameters.
 """
@@ -63,7 +63,7 @@ def simnpo_forget(model: torch.nn.Module, tokenizer: Any, beta: float, gamma: fl
 class SimNPO(Unlearner):
     name = "simnpo"
     description = "SimNPO (Fan et al. 2024): reference-free, length-normalised NPO with a margin, plus a retain NLL."
-    Params = tuned(SimNpoParams, lr=1.64e-3)
+    Params = tuned(SimNpoParams, lr=8.49e-4)
     strength = Strength("lr", 1e-4, 1e-2)
 
     def unlearn(self, model, request, ctx):

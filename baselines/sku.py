@@ -35,7 +35,7 @@ Defaults:
 * ``lam = 1``: plain task-vector negation, as SKU applies it.
 * ``steps = 10`` and ``lr``: stage-1 AdamW steps with the authors' linear decay to 0;
   the authors run 1000 steps at 2e-5 on 7B models, far too little movement for the
-  tiny embedded models in 10 steps, so ``lr = 8e-3`` is chosen by ``r2f-bench tune``
+  tiny embedded models in 10 steps, so ``lr`` is chosen by ``r2f-bench tune``
   on the knowledge world's dev split at the authors' λ = 1 (docs/tuning.md), the same
   for every target.
 * ``batch_size = 8``, ``accumulate = 4``: forget and retain sequences per micro-batch,
@@ -64,7 +64,7 @@ DEFAULT_QV = ("q_proj", "v_proj")
 @dataclass
 class SkuParams(BatchParams):
     steps: int = field(default=10, metadata={"help": "stage-1 AdamW steps (linear decay to 0)", "check": at_least(1)})
-    lr: float = field(default=8e-3, metadata={"help": "stage-1 learning rate (tuned on the dev split at λ = 1; authors: 2e-5 for 1000 steps)", "check": positive})
+    lr: float = field(default=3e-3, metadata={"help": "stage-1 learning rate (tuned on the dev split at λ = 1; authors: 2e-5 for 1000 steps)", "check": positive})
     eps_gd: float = field(default=0.5, metadata={"help": "weight of guided distortion (authors: 0.5)"})
     eps_rd: float = field(default=1.0, metadata={"help": "weight of random disassociation (authors: 1)"})
     eps_pd: float = field(default=1.0, metadata={"help": "weight of preservation divergence, −KL on retain data (authors: 1)"})

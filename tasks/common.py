@@ -13,7 +13,9 @@ from ..errors import UserError
 
 T = TypeVar("T")
 
-SAMPLE_SOURCE = "bundled sample (fictional, written for r2f-bench)"
+SAMPLE_SOURCE = (
+    "bundled sample (fictional, written for r2f-bench: a smoke test of the pipeline, too few items to read as rates; "
+    "pass --data-dir with the benchmark's data)")
 DEFAULT_TARGETS = 3
 
 

@@ -1,5 +1,6 @@
-"""``r2f-bench cache info|clear``: what the cache holds (embedded models, untouched-model
-evaluations, fitted decoders, entries set aside as corrupt), and emptying it."""
+"""``r2f-bench cache info|clear|build``: what the cache holds (embedded models, untouched-model
+evaluations, fitted decoders, entries set aside as corrupt), emptying it, and teaching the
+shipped demo models' recipes here to compare them with what ships."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 
 from ..errors import UserError
 from ..cache import cache_root
+from .options import add_quiet_option, add_seeds_option, say
 
 KINDS = ("models", "evals", "decoders")
 
@@ -47,6 +49,14 @@ def cmd_clear(args: argparse.Namespace) -> None:
     print(f"removed {removed} cache entries from {root}; models are rebuilt on the next run")
 
 
+def cmd_build(args: argparse.Namespace) -> None:
+    from ..engine.demo_rebuild import rebuild
+    from ..results.sweep import parse_seeds
+
+    for rebuilt in rebuild(args.task, parse_seeds(args.seeds), args.ship, say(args)):
+        print(rebuilt.line())
+
+
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("cache", help="show or empty the cache of built models, evaluations and decoders",
                        description="The cache (R2F_BENCH_CACHE, default ~/.cache/r2f-bench) holds taught embedded models, "
@@ -54,3 +64,13 @@ def add_parser(sub: Any) -> None:
     verbs = p.add_subparsers(dest="verb", required=True)
     verbs.add_parser("info", help="entries and sizes by kind").set_defaults(func=cmd_info)
     verbs.add_parser("clear", help="remove every entry (models are rebuilt when next needed)").set_defaults(func=cmd_clear)
+    build = verbs.add_parser("build", help="teach the shipped demo models' recipes here and compare them with what ships",
+                             description="Teaches the default knowledge world's target and proxy for each run seed on "
+                                         "this machine (into the cache; one already cached is loaded) and prints how "
+                                         "each differs from the model r2f-bench ships for the same recipe.")
+    add_seeds_option(build, "the run seeds whose models to teach")
+    build.add_argument("--task", default="rwku", help="the task whose default knowledge world is taught (default rwku)")
+    build.add_argument("--ship", action="store_true",
+                       help="maintainers: make the models taught here the shipped ones (writes into the package)")
+    add_quiet_option(build)
+    build.set_defaults(func=cmd_build)

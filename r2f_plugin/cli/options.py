@@ -79,10 +79,17 @@ def print_json(obj: Any, stream: TextIO) -> None:
     print(json.dumps(json_safe(obj), indent=2, allow_nan=False, default=str), file=stream, flush=True)
 
 
-def say(args: argparse.Namespace):
-    """The progress callback of a command: messages on stderr, only warnings with --quiet."""
-    quiet = getattr(args, "quiet", False)
-    return lambda m: None if quiet and not m.startswith("warning") else print(m, file=sys.stderr, flush=True)
+def say(args: argparse.Namespace, once: bool = False):
+    """The progress callback of a command: messages on stderr, only warnings with --quiet;
+    ``once``: each distinct message only the first time (a command of many runs)."""
+    quiet, said = getattr(args, "quiet", False), set()
+
+    def progress(message: str) -> None:
+        if quiet and not message.startswith("warning") or once and message in said:
+            return
+        said.add(message)
+        print(message, file=sys.stderr, flush=True)
+    return progress
 
 
 def run_values(args: argparse.Namespace, sweep: bool = False) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from ..plugins import registry
 from ..results.store import Store
 from ..results.sweep import Job, execute
 from ..results.tables import ALIGNMENT_NOTE, NA_NOTE, SEEN_NOTE
+from ..results.tune import DEFAULT_MIN_GUR
 from .options import run_config, say
 
 RESULT_COLUMNS = ("usr", "usr_seen", "gur", "locality", "rap", "rap_control", "identity_alignment", "seconds",
@@ -23,6 +24,7 @@ RESULT_COLUMNS = ("usr", "usr_seen", "gur", "locality", "rap", "rap_control", "i
 ITEMS = {"usr": "known_forget_probes", "rap_control": "known_forget_probes", "rap": "forgotten_forget_probes",
          "gur": "n.utility", "locality": "n.locality",
          "identity_alignment": "n.identity_prompts"}
+COLLAPSED_GUR = 20.0  # below it a model has lost most of what it could do: a USR there means nothing
 FEW_ITEMS = 10  # cells resting on fewer items are flagged: one item moves a share by more than 10 points
 ITEMS_NOTE = ("(n=k): the items a cell rests on: the known held-out forget probes (usr, rap_control), the forgotten "
               "ones (rap), utility items (gur), neighbour probes (locality), general prompts (identity_alignment); "
@@ -37,8 +39,29 @@ def cmd_run(args: argparse.Namespace) -> None:
     store = Store(args.output)
     records = [r for r in map(store.get, report.keys) if r is not None]
     print(summary(records, RESULT_COLUMNS + tuple(method.result_columns)))
+    for line in utility_warnings(records):
+        print(line)
     print(f"\n{plural(len(records), 'record')} stored in {store.jobs} (and exported to {store.export_path}); "
           f"`r2f-bench table --output {args.output}` tabulates them")
+
+
+def utility_warnings(records: list[dict]) -> list[str]:
+    """A line for the targets whose GUR fell below the floor the shipped defaults were tuned
+    for, and a louder one for those where the model collapsed (its USR is then a destroyed
+    model's, not a deletion's)."""
+    def targets(test) -> list[str]:
+        return [f"{r['target']} ({r['gur']:.1f})" for r in records if isinstance(r.get("gur"), (int, float)) and test(r["gur"])]
+
+    lines = []
+    if collapsed := targets(lambda g: g < COLLAPSED_GUR):
+        lines.append(f"\nwarning: the model collapsed on {', '.join(collapsed)}: it kept less than {COLLAPSED_GUR:g}% of "
+                     f"its utility (GUR), so its USR counts a destroyed model, not a deletion; weaken the method "
+                     f"(`r2f-bench methods` lists its knob) or find its operating point with `r2f-bench tune`")
+    if below := targets(lambda g: COLLAPSED_GUR <= g < DEFAULT_MIN_GUR):
+        lines.append(f"\nwarning: GUR below the {DEFAULT_MIN_GUR:g}% floor the shipped defaults were tuned for on "
+                     f"{', '.join(below)}: part of this USR is bought with utility; compare methods at matched GUR "
+                     f"with `r2f-bench frontier`")
+    return lines
 
 
 def plural(n: int, noun: str) -> str:

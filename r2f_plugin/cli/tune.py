@@ -33,14 +33,14 @@ def search(args: argparse.Namespace) -> list[dict[str, Any]]:
         for point in points:
             cls.parse_params({**base.params, **point})  # a bad name or value fails here
         plans.append((method, cls, base, points))
-    results = []
+    results, progress = [], say(args, once=True)
     for method, cls, base, points in plans:
         store = Store(args.output)
 
         def evaluate(point: dict[str, str]) -> tuple[dict[str, str], dict]:
             fields = {**base.to_dict(), "split": "dev", "params": {**base.params, **point}}
             jobs = [Job({**fields, "seed": seed}) for seed in parse_seeds(args.seeds)]
-            keys = execute(jobs, args.output, process=(0, 1), progress=say(args)).keys
+            keys = execute(jobs, args.output, process=(0, 1), progress=progress).keys
             return point, summarize([r for r in map(store.get, keys) if r is not None])
 
         rows = [evaluate(point) for point in points]

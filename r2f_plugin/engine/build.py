@@ -13,8 +13,7 @@ from ..data import ForgetRequest, Probe, Target
 from ..training.gradients import linear_modules
 from ..unlearner import Proxy
 from . import protocol
-from .models import (DEFAULT_PROXY, DEFAULT_MODEL, EmbeddedSpec, dispatch, dtype_of, embedded_key, embedded_model,
-                     hf_model)
+from .models import DEFAULT_PROXY, DEFAULT_MODEL, EmbeddedSpec, dispatch, dtype_of, embedded_model, hf_model, weights_key
 from .plan import Plan
 from .views import build_views, make_paraphraser
 
@@ -72,8 +71,8 @@ def build_model(plan: Plan, spec: str, default: EmbeddedSpec,
 
 def build_proxy(plan: Plan, device: torch.device) -> Proxy:
     """The --proxy model, built on first use. Its key says what determines its weights
-    before it is built: for an embedded model its build key (architecture, seed, taught
-    facts), else its name or path."""
+    before it is built: for an embedded model the key of its weights (a shipped model's
+    hash, else its build key: architecture, seed, taught facts), else its name or path."""
     spec = plan.config.proxy
     es = embedded_spec(spec, DEFAULT_PROXY)
     if es is None:
@@ -81,7 +80,7 @@ def build_proxy(plan: Plan, device: torch.device) -> Proxy:
     else:
         label = es.label
         teaching, prompts = plan.knowledge()
-        key = f"{es.label}@{embedded_key(es, teaching.facts, prompts, seed=plan.config.seed, world=teaching.texts)}"
+        key = f"{es.label}@{weights_key(es, teaching.facts, prompts, seed=plan.config.seed, world=teaching.texts)}"
     return Proxy(label, key, lambda: build_model(plan, spec, DEFAULT_PROXY, device)[:2])
 
 

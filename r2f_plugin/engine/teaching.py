@@ -145,13 +145,18 @@ def teach_schedule(model: torch.nn.Module, tokenizer: Any, texts: Sequence[str],
     fact_items = cycle_batches(list(facts), fact_batch, seed + 1) if facts else None
     model.train()
     steps_bar = bar(range(steps), desc="teaching", unit="step") if progress else range(steps)
-    for _ in steps_bar:
+    start = time.perf_counter()
+    for step in steps_bar:
         chunk = next(text_items) + (next(fact_items) if fact_items else [])
         loss = answer_nll(model, encode(tokenizer, chunk, device=device)).mean()
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
         sched.step()
+        if progress and step + 1 == min(RATE_STEPS * 4, steps):
+            rate = (time.perf_counter() - start) / (step + 1)
+            progress(f"teaching {len(texts)} texts and {len(facts)} questions: {rate:.2f} s a step measured, "
+                     f"about {duration(rate * steps)} for {steps} steps")
     opt.zero_grad(set_to_none=True)
     model.eval()
 

@@ -88,8 +88,11 @@ def choose(rows: list[tuple[dict[str, str], dict[str, float | None]]], min_gur: 
 
 
 def render(method: str, task: str, rows: list, best: int, why: str) -> str:
-    """A Markdown table of the search with the chosen row marked."""
-    head = "| setting | " + " | ".join(DEFINITIONS[m][0] if m != "seconds" else "s/deletion" for m in METRICS) + " | targets |"
+    """A Markdown table of the search with the chosen row marked, and how to run the choice.
+    Its last column counts the (target, seed) units scored: the dev split scores half of
+    the dev targets (methods fit on the other half)."""
+    head = ("| setting | " + " | ".join(DEFINITIONS[m][0] if m != "seconds" else "s/deletion" for m in METRICS)
+            + " | scored units |")
     lines = [f"### {method} on {task} (dev split): chosen {rows[best][0] or 'defaults'} ({why})", "",
              head, "|" + "---|" * (len(METRICS) + 2)]
     for i, (point, s) in enumerate(rows):
@@ -97,4 +100,6 @@ def render(method: str, task: str, rows: list, best: int, why: str) -> str:
         cells = ["n/a" if s[m] is None else f"{s[m]:.3f}" if m in THREE_DIGITS else f"{s[m]:.1f}" for m in METRICS]
         mark = " **←**" if i == best else ""
         lines.append(f"| {label}{mark} | " + " | ".join(cells) + f" | {s['targets']} |")
+    sets = " ".join(f"--set {k}={v}" for k, v in rows[best][0].items())
+    lines += ["", f"Run the choice: `r2f-bench --method {method} --task {task}{' ' + sets if sets else ''}`"]
     return "\n".join(lines) + "\n"

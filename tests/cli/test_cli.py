@@ -49,6 +49,18 @@ def demo_record(**fields) -> dict:
             "forgotten_forget_probes": 0, "n": {"utility": 8, "identity_prompts": 5, "locality": 12}, **fields}
 
 
+def test_the_run_warns_when_utility_falls_below_the_floor_or_the_model_collapses():
+    """A USR bought with utility is said so under the table; a collapsed model loudly."""
+    from r2f_bench.cli.run import utility_warnings
+
+    assert utility_warnings([demo_record(gur=95.0), demo_record(gur=None)]) == []
+    below, = utility_warnings([demo_record(gur=71.9), demo_record(target="2_B", gur=90.0)])
+    assert "below the 90% floor" in below and "1_Orla_Vantree (71.9)" in below and "2_B" not in below
+    collapsed, below = utility_warnings([demo_record(gur=3.0, usr=100.0), demo_record(target="2_B", gur=85.0)])
+    assert "collapsed on 1_Orla_Vantree (3.0)" in collapsed and "destroyed model" in collapsed
+    assert "2_B (85.0)" in below and "1_Orla" not in below
+
+
 def test_the_run_table_shows_the_items_behind_each_cell_and_flags_few():
     from r2f_bench.cli.run import summary
 

@@ -132,6 +132,19 @@ def test_teaching_says_its_cost_first_and_its_bar_ends_at_the_early_stop(monkeyp
     assert epochs < 150 and totals[-1] == epochs and min(totals) < 150 and all(t >= 5 for t in totals)
 
 
+def test_world_teaching_says_its_cost_before_it_runs_on():
+    """A knowledge world's fixed schedule says, early, what the whole schedule will take."""
+    from r2f_bench.engine import teaching
+
+    facts, extra = _facts()
+    tok = build_tokenizer([f"{p.prompt} {p.answer}" for p in facts] + extra)
+    model = build_model(EmbeddedSpec.parse("embedded:mistral-h32-l1"), tok)
+    said = []
+    teaching.teach_schedule(model, tok, extra, list(facts), steps=40, lr=1e-3, progress=said.append)
+    assert len(said) == 1 and said[0].startswith(f"teaching {len(extra)} texts and {len(facts)} questions: ")
+    assert " s a step measured, about " in said[0] and said[0].endswith(" for 40 steps")
+
+
 def test_family_offset_keeps_every_cached_models_key(monkeypatch):
     """The family's offset (once the spec's ``seed`` field) is hashed under its first name:
     a key computed before the rename, library versions pinned, still comes out."""

@@ -169,9 +169,13 @@ def test_tune_rule_and_command(tmp_path, capsys):
     assert choose([row(90, 80), row(60, 85)], 90)[0] == 1  # none qualifies: best GUR
     assert main(["tune", "--method", "fullgrad", "--grid", "step=0.005,0.04", "--limit", "1", "--dev-targets", "2",
                  "--output", str(tmp_path), "--json", *TINY_ARGS]) == 0
-    out = capsys.readouterr().out
+    printed = capsys.readouterr()
+    out = printed.out
     search = json.loads(out[out.index("[\n"):])[0]
     assert [r["params"] for r in search["rows"]] == [{"step": "0.005"}, {"step": "0.04"}]
+    # the search's runs say what they run on once, not once a run; the table says how to run the choice
+    assert printed.err.count("1 evaluation target, 2 dev targets") == 1
+    assert f"Run the choice: `r2f-bench --method fullgrad --task rwku --set step={search['chosen']['step']}`" in printed.err
     assert all(r["targets"] == 1 for r in search["rows"])
     assert search["chosen"] in ({"step": "0.005"}, {"step": "0.04"})
     # every dev-split record stays out of the leaderboard
