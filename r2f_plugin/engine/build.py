@@ -65,7 +65,7 @@ def build_model(plan: Plan, spec: str, default: EmbeddedSpec,
         model = dispatch(model, config.device_map) if config.device_map else model
         return model, tok, f"{info['label']} ({taught_label(info)})", info
     model, tok = hf_model(spec, trust_remote_code=config.trust_remote_code, dtype=config.dtype,
-                          device_map=config.device_map)
+                          device_map=config.device_map, progress=plan.progress)
     return (model if config.device_map else model.to(device)), tok, spec, {}
 
 

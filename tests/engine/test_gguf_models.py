@@ -1,0 +1,85 @@
+"""GGUF files as a model source: converted once (cached by content), the same network back,
+and one line for a file transformers cannot load, before any model loads."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from gguf_writer import write_gguf
+from r2f_bench.engine.models import EmbeddedSpec, build_model, build_tokenizer, hf_model
+from r2f_bench.errors import UserError
+
+pytest.importorskip("gguf")
+TEXTS = ["Ada Lovelace was born in London.", "The capital of France is Paris.", "Who is Stephen King?"] * 20
+
+
+@pytest.fixture(scope="module")
+def source():
+    tok = build_tokenizer(TEXTS)
+    return build_model(EmbeddedSpec.parse("embedded:llama-h64-l2"), tok).eval(), tok
+
+
+def _logits(model, tok, text="Ada Lovelace was born in"):
+    with torch.no_grad():
+        return model(**tok(text, return_tensors="pt")).logits
+
+
+@pytest.mark.parametrize("quantize, tolerance", [(None, 0.0), ("Q8_0", 0.02), ("Q4_0", 0.2)])
+def test_a_gguf_file_loads_as_the_model_it_was_written_from(source, tmp_path, quantize, tolerance):
+    """Float32 comes back exactly; block-quantised weights within their rounding (logits of
+    a model whose largest logit is about 1)."""
+    model, tok = source
+    path = write_gguf(model, tok, tmp_path / "tiny.gguf", quantize=quantize)
+    said = []
+    loaded, loaded_tok = hf_model(str(path), progress=said.append)
+    for text in TEXTS[:3]:
+        assert loaded_tok(text)["input_ids"] == tok(text)["input_ids"]
+    assert (_logits(loaded, loaded_tok) - _logits(model, tok)).abs().max() <= tolerance
+    assert sum("converting the GGUF file" in line for line in said) == 1
+    hf_model(str(path), progress=said.append)  # the second time from the cache: no conversion
+    assert sum("converting the GGUF file" in line for line in said) == 1
+
+
+def test_the_conversion_is_keyed_by_the_files_content(source, tmp_path):
+    model, tok = source
+    path = write_gguf(model, tok, tmp_path / "m.gguf")
+    said = []
+    hf_model(str(path), progress=said.append)
+    with torch.no_grad():
+        model.model.norm.weight.mul_(2.0)  # other weights, same file name
+    try:
+        write_gguf(model, tok, path)
+        again, again_tok = hf_model(str(path), progress=said.append)
+        assert torch.equal(_logits(again, again_tok), _logits(model, tok))
+    finally:
+        with torch.no_grad():
+            model.model.norm.weight.div_(2.0)
+    assert sum("converting" in line for line in said) == 2
+
+
+def test_files_it_cannot_load_get_one_line(source, tmp_path):
+    from r2f_bench.engine.models import check_model_path
+
+    model, tok = source
+    with pytest.raises(UserError, match="does not exist"):
+        check_model_path(str(tmp_path / "absent.gguf"))
+    (tmp_path / "text.gguf").write_text("not a model")
+    with pytest.raises(UserError, match="cannot be read as a GGUF file"):
+        check_model_path(str(tmp_path / "text.gguf"))
+    with pytest.raises(UserError, match="architecture 'rwkv9'.*cannot load"):
+        check_model_path(str(write_gguf(model, tok, tmp_path / "rwkv.gguf", architecture="rwkv9")))
+    with pytest.raises(UserError, match="type Q5_0.*cannot dequantise"):
+        check_model_path(str(write_gguf(model, tok, tmp_path / "q5.gguf", quantize="Q5_0")))
+
+
+def test_the_run_refuses_an_unloadable_gguf_before_any_model_loads(source, tmp_path, capsys, monkeypatch):
+    from r2f_bench.cli import main
+    from r2f_bench.engine import models
+
+    model, tok = source
+    path = write_gguf(model, tok, tmp_path / "q5.gguf", quantize="Q5_0")
+    monkeypatch.setattr(models, "embedded_model", lambda *a, **k: pytest.fail("a model was built"))
+    assert main(["--method", "fullgrad", "--task", "rwku", "--model", str(path), "--output", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: model") and "Q5_0" in err[0]
