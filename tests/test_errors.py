@@ -236,6 +236,30 @@ def test_corrupt_cached_model_is_set_aside_and_rebuilt(tmp_path, monkeypatch):
     assert all(torch.isfinite(p).all() for p in model.parameters())
 
 
+def test_cached_model_missing_tensors_is_set_aside_and_rebuilt(tmp_path, monkeypatch):
+    """A cache entry whose weights lack a layer's tensors loads in transformers (the layer
+    initialised at random); it must be set aside and taught again, never trusted."""
+    from safetensors.torch import load_file, save_file
+
+    from r2f_bench.engine.models import EmbeddedSpec, embedded_model
+    from r2f_bench.tasks.rwku import RWKU
+
+    monkeypatch.setenv("R2F_BENCH_CACHE", str(tmp_path))
+    facts = RWKU().load(SAMPLE_DIR, None, 1, 0).targets[0].probes["forget_qa"][:3]
+    spec = EmbeddedSpec.parse("embedded:mistral-h32-l2")
+    taught, _, info = embedded_model(spec, facts, [], progress=lambda m: None, max_epochs=2)
+    (entry,) = (tmp_path / "models").iterdir()
+    weights = load_file(entry / "model.safetensors")
+    save_file({k: v for k, v in weights.items() if ".layers.1." not in k}, entry / "model.safetensors",
+              metadata={"format": "pt"})
+    said = []
+    model, _, again = embedded_model(spec, facts, [], progress=said.append, max_epochs=2)
+    assert any("could not be loaded" in line and "lack or misshape" in line for line in said), said
+    assert len(list((tmp_path / "models").glob("*.corrupt-*"))) == 1
+    theirs = dict(model.named_parameters())
+    assert all(torch.equal(p, theirs[n]) for n, p in taught.named_parameters())  # taught again, the same model
+
+
 def test_corrupt_cached_decoder_is_refitted(tiny, context):
     from r2f_bench.plugins import registry
 

@@ -193,8 +193,9 @@ def embedded_model(spec: EmbeddedSpec, facts: Sequence[Probe], extra_texts: Sequ
             model, tok, info = _load(path)
             if info.get("key") != key:
                 raise ValueError("r2f_info.json does not describe this model")
-        except Exception as exc:  # truncated weights, broken JSON, a missing file: rebuild, never trust
-            set_aside(path, type(exc).__name__, progress)
+        except Exception as exc:  # truncated weights, broken JSON, a missing file or tensor: rebuild, never trust
+            detail = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else ""
+            set_aside(path, f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__, progress)
         else:
             progress(f"embedded model {spec.label}: loaded from cache {path}")
             return model.to(device).eval(), tok, info
@@ -226,7 +227,10 @@ def _load(folder: Path) -> tuple[torch.nn.Module, Any, dict]:
         raise ValueError("r2f_info.json holds no object")
     tok = PreTrainedTokenizerFast.from_pretrained(folder)
     tok.padding_side = "left"
-    model = AutoModelForCausalLM.from_pretrained(folder, use_safetensors=True)
+    model, loading = AutoModelForCausalLM.from_pretrained(folder, use_safetensors=True, output_loading_info=True)
+    missing = sorted(loading["missing_keys"]) + sorted(str(k) for k in loading["mismatched_keys"])
+    if missing:  # transformers would initialise them at random: a different model under the same key
+        raise ValueError(f"its weights lack or misshape {len(missing)} tensors ({', '.join(missing[:3])}, ...)")
     return model, tok, info
 
 
