@@ -54,6 +54,9 @@ CASES = [
     ("negative dev targets", lambda t, r: ["--dev-targets", "-1"], "--dev-targets must be at least 0, got -1."),
     ("negative retain items", lambda t, r: ["--retain-items", "-1"], "--retain-items must be at least 0, got -1."),
     ("zero limit", lambda t, r: ["--limit", "0"], "--limit must be at least 1, got 0."),
+    ("RAP's learning rate not a number", lambda t, r: ["--rap-lr", "nan"], "--rap-lr must be a finite number, got nan."),
+    ("negative RAP learning rate", lambda t, r: ["--rap-lr", "-1"], "--rap-lr must be at least 1e-08, got -1.0."),
+    ("RAP learning rate that destroys", lambda t, r: ["--rap-lr", "1e30"], "--rap-lr must be at most 1.0, got 1e+30."),
     ("unknown forget source", lambda t, r: ["--forget-source", "wiki"],
      "task 'rwku' has no forget source 'wiki'; choices: corpus, probes."),
     ("unknown paraphraser", lambda t, r: ["--paraphraser", "magic"],
@@ -273,6 +276,46 @@ def test_corrupt_cached_decoder_is_refitted(tiny, context):
     method = cls(cls.parse_params({"fit_examples": "4"}))
     method.setup(tiny["model"], dataclasses.replace(context, progress=said.append))
     assert any("could not be loaded" in line for line in said) and method.decoder.roles
+
+
+def test_a_nan_buffer_is_a_diverged_record_and_is_put_back(tmp_path):
+    """A method that breaks a buffer no state dict holds (the rotary frequencies) destroys
+    the model as surely as a NaN weight: a diverged record, never USR 100, and the buffer
+    is put back before the next target is evaluated."""
+    from r2f_bench import hookimpl
+    from r2f_bench.plugins import registry
+    from r2f_bench.engine.config import RunConfig
+    from r2f_bench.engine.run import Run
+    from r2f_bench.unlearner import Edit, Unlearner
+
+    class BreakRotary(Unlearner):
+        name = "break_rotary"
+
+        def unlearn(self, model, request, ctx):
+            with torch.no_grad():
+                for name, b in model.named_buffers():
+                    if "inv_freq" in name:
+                        b.fill_(float("nan"))
+            return Edit(model)
+
+    class Plugin:
+        @hookimpl
+        def register_unlearners(self, register):
+            register(BreakRotary)
+
+    reg = registry()
+    reg.register(Plugin(), "break-rotary-plugin")
+    try:
+        run = Run(RunConfig(method="break_rotary", task="rwku", limit=1, output=str(tmp_path), views=3),
+                  progress=lambda m: None)
+        run.prepare()
+        buffers = {k: v.clone() for k, v in run.model.named_buffers()}
+        assert any("inv_freq" in k for k in buffers)
+        rec = run.run_target(run.targets[0])
+    finally:
+        reg.unregister("break-rotary-plugin")
+    assert rec["status"] == "diverged" and rec["usr"] is None
+    assert all(torch.equal(buffers[k], b) for k, b in run.model.named_buffers())
 
 
 def test_nan_edit_is_a_diverged_record_never_perfect_forgetting(tmp_path):

@@ -9,6 +9,7 @@ made from it.
 
 from __future__ import annotations
 
+import math
 import types
 import typing
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
@@ -49,8 +50,8 @@ class Option:
     flag: str = ""
     metavar: str | None = None
     choices: tuple[str, ...] | None = None
-    least: int | None = None
-    most: int | None = None
+    least: float | None = None
+    most: float | None = None
     parse: Callable[[Any], Any] | None = None
     repeatable: bool = False
     evaluation_only: bool = False
@@ -103,7 +104,8 @@ class RunConfig:
         "steps of RAP's relearning attack after each deletion (default %(default)s); 0: no attack, RAP and its "
         "control are not measured (n/a), e.g. when the attack's optimiser state does not fit beside the model",
         least=0))
-    rap_lr: float = field(default=1e-3, metadata=option("learning rate of RAP's attack (default %(default)s)"))
+    rap_lr: float = field(default=1e-3, metadata=option("learning rate of RAP's attack (default %(default)s)",
+                                                        least=1e-8, most=1.0))
     output: str = field(default="r2f-output", metadata=option(
         "results directory: one record per target in jobs/, exported to results.jsonl (default: %(default)s/)",
         sweep="kept"))
@@ -156,11 +158,14 @@ OPTIONS = _options()  # RunConfig field -> its command-line option, in field ord
 
 
 def check_bounds(config: RunConfig) -> None:
-    """One line for a count option outside its range (:attr:`Option.least`, :attr:`Option.most`)."""
+    """One line for a numeric option that is not finite or lies outside its range
+    (:attr:`Option.least`, :attr:`Option.most`)."""
     for opt in OPTIONS.values():
         value = getattr(config, opt.name)
         if value is None:
             continue
+        if isinstance(value, float) and not math.isfinite(value):
+            raise UserError(f"{opt.flag} must be a finite number, got {value}.")
         if opt.least is not None and value < opt.least:
             raise UserError(f"{opt.flag} must be at least {opt.least}, got {value}.")
         if opt.most is not None and value > opt.most:

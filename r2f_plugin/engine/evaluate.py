@@ -59,12 +59,12 @@ class Evaluator:
                                    self.plan.probe_sets(target, forget_only), Path(workdir))
 
     def untouched_path(self, target: Target) -> Path:
-        """Where the untouched model's evaluation on ``target`` is cached: keyed by the model
-        and by every probe scored (a request's seen set depends on the chosen targets)."""
+        """Where the untouched model's evaluation on ``target`` is cached: keyed by the model,
+        its dtype and every probe scored (a request's seen set depends on the chosen targets)."""
         plan, config = self.plan, self.plan.config
         probes = {s: [(p.prompt, p.answer) for p in ps] for s, ps in plan.probe_sets(target).items()}
         return entry_path(config.task, [EVAL_VERSION, self.built.label, target.id, plan.bench.revision, config.task,
-                                        config.seed, probes, self.built.info.get("key", "")])
+                                        config.seed, probes, self.built.info.get("key", ""), config.dtype])
 
     def untouched(self, target: Target) -> dict[str, Any]:
         """The untouched model's evaluation on ``target``: its per-probe ``scores`` and the

@@ -158,7 +158,7 @@ class Run(Plan):
                  spent: dict[str, float]) -> tuple[Edit, Cost, dict | None]:
         """The method's deletion, in place on the model the run is at, measured (``seconds``,
         ``peak_mem_mb``), and its info with the method's diagnostics, taken on the model before
-        the deletion (``None``: it left non-finite weights, a diverged deletion); its wall
+        the deletion (``None``: it left non-finite weights or buffers, a diverged deletion); its wall
         seconds, diagnostics included, go to ``spent["unlearn"]``."""
         with timed(spent, "unlearn"):
             diagnostics = self.method.diagnostics(self.weights.to_start(), request, self.ctx)
@@ -167,7 +167,8 @@ class Run(Plan):
             self.progress(f"{self.config.method} on {target.id}: unlearning")
             with measure(self.device) as cost:
                 edit = self.checked(self.method.unlearn(model, request, self.ctx))
-            if not all(torch.isfinite(p).all() for p in edit.model.parameters()):
+            computed = [*edit.model.parameters(), *(b for b in edit.model.buffers() if b.is_floating_point())]
+            if not all(torch.isfinite(t).all() for t in computed):
                 return edit, cost, None
             return edit, cost, {**edit.info, **diagnostics}
 

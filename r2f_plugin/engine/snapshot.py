@@ -1,9 +1,10 @@
 """A model's state on disk, to put it back bit-exactly without a second copy in memory.
 
 A run (:class:`r2f_bench.engine.run.Run`) edits one model in place, target after
-target: before the first deletion it writes the weights to a safetensors file, tensor
-by tensor (never more than one tensor's bytes in memory at once), and after each
-target it copies them back from the memory-mapped file. Besides the weights a
+target: before the first deletion it writes the weights (and the non-persistent buffers,
+such as rotary frequencies) to a safetensors file, tensor by tensor (never more than one
+tensor's bytes in memory at once), and after each target it copies them back from the
+memory-mapped file, in their own dtype if a method cast the model. Besides the weights a
 snapshot puts back what a method may change around them: forward hooks it registered
 (ECO's input corruption), parameters' ``requires_grad`` flags and the train/eval mode;
 it leaves no gradient behind (RAP's attack ends with one on every parameter, and a
@@ -43,16 +44,32 @@ def _storage_key(t: torch.Tensor) -> tuple:
     return (t.device, t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), t.stride())
 
 
+def _tensors(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """Every tensor the model computes with: its state dict and its non-persistent buffers
+    (rotary frequencies, which a method can change as well as any weight)."""
+    out = dict(model.state_dict())
+    out.update({name: b for name, b in model.named_buffers() if name not in out})
+    return out
+
+
 def _distinct(model: torch.nn.Module) -> dict[str, torch.Tensor]:
-    """The model's state-dict tensors, one name per tensor (a tied weight under its first name)."""
+    """The model's tensors (:func:`_tensors`), one name per tensor (a tied weight under its first name)."""
     seen: set[tuple] = set()
     out = {}
-    for name, t in model.state_dict().items():
+    for name, t in _tensors(model).items():
         key = _storage_key(t)
         if key not in seen:
             seen.add(key)
             out[name] = t
     return out
+
+
+def _owner(model: torch.nn.Module, name: str) -> torch.Tensor:
+    """The parameter or buffer ``name`` itself (a state-dict entry is a detached alias)."""
+    try:
+        return model.get_parameter(name)
+    except AttributeError:
+        return model.get_buffer(name)
 
 
 def write_safetensors(tensors: dict[str, torch.Tensor], path: Path) -> None:
@@ -113,10 +130,15 @@ class Snapshot:
         why = self.changes(model)
         if why is not None:
             raise ValueError(why)
-        state = model.state_dict()
+        state = _tensors(model)
         with safe_open(str(self.path), framework="pt", device="cpu") as f:
             for name in self.names:
-                state[name].copy_(f.get_tensor(name))
+                saved = f.get_tensor(name)
+                if state[name].dtype == saved.dtype:
+                    state[name].copy_(saved)
+                else:  # the method cast the model (to bfloat16, say): the saved tensor back, dtype and all
+                    owner = _owner(model, name)
+                    owner.data = saved.to(owner.device)
         for name, m in model.named_modules():
             for h, kept in self.hooks[name].items():
                 table = getattr(m, h)

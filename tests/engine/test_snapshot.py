@@ -34,9 +34,27 @@ def test_restore_is_bit_exact_after_every_weight_moved(tmp_path, family, dtype):
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
     # the file is ordinary safetensors, one entry per distinct tensor (a tied weight once)
     saved = load_file(str(tmp_path / "w.safetensors"))
-    assert set(saved) <= set(before) and all(torch.equal(saved[k], before[k]) for k in saved)
+    everything = {**dict(model.named_buffers()), **model.state_dict()}  # non-persistent buffers too
+    assert set(saved) <= set(everything) and all(torch.equal(saved[k], everything[k]) for k in saved)
     tied = model.get_output_embeddings().weight is model.get_input_embeddings().weight
-    assert len(saved) == len(before) - tied
+    assert len(saved) == len(everything) - tied
+
+
+def test_a_broken_non_persistent_buffer_and_a_cast_are_put_back(tmp_path):
+    """A method may set a buffer no state dict holds (the rotary frequencies) to NaN, or
+    cast the model to bfloat16: both come back bit-exactly, float32 included."""
+    model = tiny_model("mistral", torch.float32)
+    buffers = {k: v.clone() for k, v in model.named_buffers()}
+    before = state(model)
+    assert any(k not in before for k in buffers), "the rotary frequencies are a non-persistent buffer"
+    snap = Snapshot(model, tmp_path / "w.safetensors")
+    with torch.no_grad():
+        for k, b in model.named_buffers():
+            b.fill_(float("nan"))
+    model.to(torch.bfloat16)
+    snap.restore(model)
+    assert all(v.dtype == before[k].dtype and torch.equal(before[k], v) for k, v in model.state_dict().items())
+    assert all(torch.equal(buffers[k], b) for k, b in model.named_buffers())
 
 
 def test_restore_removes_hooks_and_gradients_and_puts_back_flags_and_mode(tmp_path):
