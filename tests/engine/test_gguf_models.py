@@ -14,6 +14,12 @@ pytest.importorskip("gguf")
 TEXTS = ["Ada Lovelace was born in London.", "The capital of France is Paris.", "Who is Stephen King?"] * 20
 
 
+@pytest.fixture(autouse=True)
+def own_cache(tmp_path, monkeypatch):
+    """Each test converts into a cache of its own (a conversion found cached converts nothing)."""
+    monkeypatch.setenv("R2F_BENCH_CACHE", str(tmp_path / "cache"))
+
+
 @pytest.fixture(scope="module")
 def source():
     tok = build_tokenizer(TEXTS)
