@@ -206,6 +206,9 @@ def content_hash(paths: list[Path]) -> str:
     """Short hash of the files' bytes: the data revision recorded with each result."""
     h = hashlib.sha256()
     for p in sorted(paths):
+        if not p.is_file():  # a folder, a pipe (read_bytes would wait forever) or a link to nowhere or to itself
+            raise UserError(f"data file {p} is not a regular file (a folder, a pipe or a broken link); remove it "
+                            f"or put the JSON file there.")
         h.update(p.name.encode())
         h.update(p.read_bytes())
     return h.hexdigest()[:12]

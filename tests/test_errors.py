@@ -78,6 +78,14 @@ CASES = [
      "malformed data file {r}/Target/1_Orla_Vantree/neighbor_level1.json: row 0 is a str, expected an object; restore the original file."),
     ("truncated JSON", lambda t, r: _corrupt(r, "forget_level3.json", None),
      "malformed data file {r}/Target/1_Orla_Vantree/forget_level3.json: Expecting property name enclosed in double quotes: line 1 column 3 (char 2); restore the original file."),
+    ("a folder named like a data file", lambda t, r: _odd(r, "x.json", lambda p: p.mkdir()),
+     "data file {r}/Target/1_Orla_Vantree/x.json is not a regular file (a folder, a pipe or a broken link); remove it or put the JSON file there."),
+    ("a pipe named like a data file (read, it would hang)", lambda t, r: _odd(r, "pipe.json", lambda p: os.mkfifo(p)),
+     "data file {r}/Target/1_Orla_Vantree/pipe.json is not a regular file (a folder, a pipe or a broken link); remove it or put the JSON file there."),
+    ("a link to itself named like a data file", lambda t, r: _odd(r, "loop.json", lambda p: os.symlink(p.name, p)),
+     "data file {r}/Target/1_Orla_Vantree/loop.json is not a regular file (a folder, a pipe or a broken link); remove it or put the JSON file there."),
+    ("TriviaQA answers given as a string", lambda t, r: _trivia_answers_as_text(r),
+     "{r}/Target/1_Orla_Vantree/triviaqa.json: 'answers' of 'Q' is a str, not a list of strings; write it as RWKU does, e.g. \"answers\": [\"Paris\"]."),
     ("model path missing", lambda t, r: ["--model", "./no-such-model"],
      "model path ./no-such-model does not exist; pass a local directory with safetensors weights, or a hub name such as mistralai/Mistral-7B-v0.1."),
     ("unknown method", lambda t, r: ["--method", "nope"], None),
@@ -88,6 +96,16 @@ def _file(tmp: Path) -> Path:
     path = tmp / "file"
     path.write_text("not a directory")
     return path
+
+
+def _odd(root: Path, name: str, make) -> list[str]:
+    make(first_target(root) / name)
+    return ["--data-dir", str(root), "--targets", "1"]
+
+
+def _trivia_answers_as_text(root: Path) -> list[str]:
+    _write(first_target(root) / "triviaqa.json", [{"question": "Q", "answers": "Paris"}])
+    return ["--data-dir", str(root), "--targets", "1"]
 
 
 def _corrupt(root: Path, name: str, data) -> list[str]:

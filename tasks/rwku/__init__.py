@@ -178,7 +178,7 @@ class RWKU(Task):
                 if path.is_file() and len(items) < MAX_UTILITY:
                     read.append(path)
                     for r in read_json(path, ("question",)):
-                        probe = _utility_probe(name, r)
+                        probe = _utility_probe(name, r, path)
                         if probe is not None:
                             items.setdefault(probe.question, probe)
             mia = tdir / d / "retain_mia.json"
@@ -199,12 +199,15 @@ def revision(tdir: Path, read: list[Path]) -> str:
     return content_hash(sorted(set(read) | set(tdir.glob("*/*.json"))))
 
 
-def _utility_probe(source: str, row: dict) -> Probe | None:
+def _utility_probe(source: str, row: dict, path: Path) -> Probe | None:
     """A utility row as a QA probe: TriviaQA's first answer, TruthfulQA's best answer,
     MMLU's correct option (with the options in the prompt)."""
     question = row["question"]
     if source == "triviaqa":
         answers = row.get("answers") or []
+        if not isinstance(answers, list):  # a string's first character is no answer
+            raise UserError(f"{path}: 'answers' of {question!r} is a {type(answers).__name__}, not a list of "
+                            f"strings; write it as RWKU does, e.g. \"answers\": [\"Paris\"].")
         answer = answers[0] if answers else None
     elif source == "truthful":
         mc1 = row.get("mc1_targets") or {}
