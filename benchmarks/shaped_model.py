@@ -4,8 +4,9 @@
     python benchmarks/shaped_model.py --shape embedded:mistral-h768-l14 --out /tmp/mistral-100m
 
 ``mistral-7b`` is Mistral-7B's shape (hidden 4096, 32 layers, 32 heads, 8 KV heads, MLP
-14336, a 32,000-row vocabulary: 7.24B parameters); an ``embedded:`` spec is one of the
-embedded architectures. The weights are built directly in ``--dtype`` (a 7B model never
+14336, a 32,000-row vocabulary: 7.24B parameters), ``smollm2-135m`` SmolLM2-135M's (Llama:
+hidden 576, 30 layers, 9 heads, 3 KV heads, MLP 1536, a tied 49,152-row vocabulary:
+134.5M parameters); an ``embedded:`` spec is one of the embedded architectures. The weights are built directly in ``--dtype`` (a 7B model never
 exists in float32 here) and saved as safetensors with a byte-level tokenizer trained on
 the default RWKU data, so ``r2f-bench --model <folder> --dtype <dtype>`` runs on it. What
 it knows is nothing: use it for time and memory, never for scores.
@@ -27,21 +28,27 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 MISTRAL_7B = dict(vocab_size=32000, hidden_size=4096, num_hidden_layers=32, num_attention_heads=32,
                   num_key_value_heads=8, intermediate_size=14336, max_position_embeddings=4096,
                   tie_word_embeddings=False)
+# SmolLM2-135M(-Instruct)'s shape (Llama: 134.5M parameters with its tied 49,152-row vocabulary)
+SMOLLM2_135M = dict(vocab_size=49152, hidden_size=576, num_hidden_layers=30, num_attention_heads=9,
+                    num_key_value_heads=3, intermediate_size=1536, max_position_embeddings=8192,
+                    rms_norm_eps=1e-5, rope_theta=100000.0, tie_word_embeddings=True)
+SHAPES = {"mistral-7b": ("MistralConfig", MISTRAL_7B), "smollm2-135m": ("LlamaConfig", SMOLLM2_135M)}
 
 
 def config_for(shape: str, tokenizer, layers: int | None = None):
-    """The transformers config of ``shape`` (``mistral-7b`` or an ``embedded:`` spec), with
-    ``layers`` transformer blocks instead of its own number if given."""
-    from transformers import MistralConfig
+    """The transformers config of ``shape`` (a name of :data:`SHAPES` or an ``embedded:``
+    spec), with ``layers`` transformer blocks instead of its own number if given."""
+    import transformers
 
-    if shape == "mistral-7b":
+    if shape in SHAPES:
         ids = dict(bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
                    pad_token_id=tokenizer.pad_token_id)
-        config = MistralConfig(**MISTRAL_7B, **ids)
+        name, fields = SHAPES[shape]
+        config = getattr(transformers, name)(**fields, **ids)
     elif shape.startswith("embedded:"):
         config = _config(EmbeddedSpec.parse(shape), tokenizer)
     else:
-        raise UserError(f"unknown shape {shape!r}; use mistral-7b or embedded:<family>-h<hidden>-l<layers>.")
+        raise UserError(f"unknown shape {shape!r}; use {', '.join(SHAPES)} or embedded:<family>-h<hidden>-l<layers>.")
     if layers is not None:
         config.num_hidden_layers = layers  # GPT-2's n_layer is an alias of it
     return config
@@ -68,7 +75,7 @@ def parameters(shape: str, tokenizer, layers: int | None = None) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--shape", default="mistral-7b", help="mistral-7b, or an embedded spec")
+    parser.add_argument("--shape", default="mistral-7b", help=f"{', '.join(SHAPES)}, or an embedded spec")
     parser.add_argument("--dtype", choices=DTYPES, default="bfloat16")
     parser.add_argument("--out", required=True, help="the folder to write (replaced atomically)")
     parser.add_argument("--seed", type=int, default=0)
