@@ -46,3 +46,22 @@ def test_a_method_that_cannot_fit_is_reported_with_its_requirement_and_not_run(c
 def test_the_full_run_keeps_the_depth_asked_for(children):
     cost.measure_isolated(Namespace(memory_gib=4.0, layers=4), "mistral-7b", "r2f", full_depth=4, weights_mb=1000.0)
     assert children == [1, 2, 4]
+
+
+def test_eval_cost_counts_every_phases_tokens_against_the_floor(capsys, monkeypatch, tmp_path):
+    """benchmarks/eval_cost.py on the demo model: every phase runs, its tokens are those its
+    forward passes processed (each request at least once), and the floor is tokens × 2 ×
+    parameters at the measured GEMM rate."""
+    import json
+
+    eval_cost = pytest.importorskip("eval_cost")
+    monkeypatch.setenv("R2F_BENCH_CACHE", str(tmp_path))  # the script points it at its own empty cache: put back after
+    assert eval_cost.main(["--model", "embedded", "--set", "step=0.0122", "--threads", "1", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    phases = {p["phase"]: p for p in result["phases"]}
+    assert list(phases) == ["untouched evaluation", "alignment reference", "edited evaluation", "identity alignment",
+                            "RAP attack + re-test"]
+    for p in phases.values():
+        assert p["tokens"] >= p["requests"] > 0 and p["seconds"] > 0
+        assert p["floor_seconds"] == pytest.approx(p["tokens"] * 2 * result["parameters"] / (result["gemm_gflops"] * 1e9))
+    assert phases["alignment reference"]["tokens"] == phases["identity alignment"]["tokens"]  # the same prompts
