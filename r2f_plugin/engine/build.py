@@ -10,6 +10,7 @@ from typing import Any, Callable
 import torch
 
 from ..data import ForgetRequest, Probe, Target
+from ..errors import UserError
 from ..training.gradients import linear_modules
 from ..unlearner import Proxy
 from . import protocol
@@ -39,13 +40,14 @@ def embedded_spec(spec: str, default: EmbeddedSpec) -> EmbeddedSpec | None:
 
 @dataclass(frozen=True)
 class Built:
-    """What :func:`build_models` builds: the target ``model`` and its ``tokenizer``, its
-    ``label`` in records and build ``info``, what it knew (``knowledge``, as records state
+    """What :func:`build_models` builds: the target ``model`` and its ``tokenizer``, whether
+    probes are asked through the tokenizer's ``chat_template``, its ``label`` in records and build ``info``, what it knew (``knowledge``, as records state
     it), the run's paraphrase ``views`` of facts and the ``proxy`` (``None``: the method
     uses none)."""
 
     model: torch.nn.Module
     tokenizer: Any
+    chat_template: bool
     label: str
     info: dict[str, Any]
     knowledge: dict[str, Any]
@@ -96,8 +98,18 @@ def build_models(plan: Plan, device: torch.device) -> Built:
     taught = config.model.startswith("embedded")
     knowledge = {"embedded": taught, "taught_strings": taught and plan.knowledge()[0].strings,
                  "never_taught_answered": info.get("never_taught_answered")}
-    return Built(model, tok, label, info, knowledge,
+    return Built(model, tok, chat_template(config.chat_template, tok, config.model), label, info, knowledge,
                  lambda facts: build_views(facts, config.views, paraphraser, config.seed), proxy)
+
+
+def chat_template(setting: str, tokenizer: Any, model: str) -> bool:
+    """Whether probes go through ``tokenizer``'s chat template (``--chat-template``): ``auto``
+    when it has one; ``on`` where it has none is one line."""
+    has = bool(getattr(tokenizer, "chat_template", None))
+    if setting == "on" and not has:
+        raise UserError(f"--chat-template on, but the tokenizer of {model} has no chat template; use "
+                        f"--chat-template off (or auto).")
+    return has and setting != "off"
 
 
 def forget_request(plan: Plan, built: Built, target: Target) -> ForgetRequest:

@@ -20,6 +20,7 @@ from ..unlearner import parse_assignments
 
 SPLITS = ("eval", "dev")
 DTYPES = ("float32", "bfloat16", "float16")
+CHAT_TEMPLATES = ("auto", "on", "off")  # --chat-template
 DEVICE_MAPS = ("auto", "balanced", "balanced_low_0", "sequential")  # Accelerate's placement strategies
 FAMILIES = ("mistral", "llama", "gpt2")  # embedded model families (transformers model types)
 MAX_VIEWS = 64  # views per fact: the paper uses 5, the views ablation 1-8
@@ -125,6 +126,10 @@ class RunConfig:
         "when you compare seconds", least=1))
     dtype: str = field(default="float32", metadata=option(  # embedded models are taught in float32, then cast
         "weights of the model and proxy (default %(default)s)", choices=DTYPES))
+    chat_template: str = field(default="auto", metadata=option(
+        "ask the probes through the tokenizer's chat template, as an instruct model is asked: auto (when the "
+        "tokenizer has one; an embedded model never does), on, or off (default %(default)s)",
+        choices=CHAT_TEMPLATES))
     device_map: str | None = field(default=None, metadata=option(  # not part of any key
         "spread the model over the available GPUs, then CPU, with Accelerate (for models larger than one device)",
         choices=DEVICE_MAPS))

@@ -56,15 +56,17 @@ class Evaluator:
         forget sets alone), by probe set."""
         with single_process_eval(), tempfile.TemporaryDirectory(prefix=".work-", dir=self.plan.out_dir) as workdir:
             return evaluate_probes(model, self.built.tokenizer, self.plan.task,
-                                   self.plan.probe_sets(target, forget_only), Path(workdir))
+                                   self.plan.probe_sets(target, forget_only), Path(workdir),
+                                   chat_template=self.built.chat_template)
 
     def untouched_path(self, target: Target) -> Path:
         """Where the untouched model's evaluation on ``target`` is cached: keyed by the model,
-        its dtype and every probe scored (a request's seen set depends on the chosen targets)."""
+        its dtype, the chat template's use and every probe scored (a request's seen set depends on the chosen targets)."""
         plan, config = self.plan, self.plan.config
         probes = {s: [(p.prompt, p.answer) for p in ps] for s, ps in plan.probe_sets(target).items()}
         return entry_path(config.task, [EVAL_VERSION, self.built.label, target.id, plan.bench.revision, config.task,
-                                        config.seed, probes, self.built.info.get("key", ""), config.dtype])
+                                        config.seed, probes, self.built.info.get("key", ""), config.dtype,
+                                        self.built.chat_template])
 
     def untouched(self, target: Target) -> dict[str, Any]:
         """The untouched model's evaluation on ``target``: its per-probe ``scores`` and the

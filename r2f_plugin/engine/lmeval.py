@@ -107,8 +107,10 @@ def unstamped() -> Iterator[None]:
 
 
 def evaluate_probes(model: torch.nn.Module, tokenizer: Any, task: Any, probes: dict[str, list[Probe]],
-                    workdir: Path, batch_size: int = 32) -> dict[str, list[dict[str, float]]]:
-    """Evaluate ``model`` on each probe set through lm-eval; per-probe metric dicts, in probe order."""
+                    workdir: Path, batch_size: int = 32, chat_template: bool = False) -> dict[str, list[dict[str, float]]]:
+    """Evaluate ``model`` on each probe set through lm-eval; per-probe metric dicts, in probe order.
+    ``chat_template``: each prompt goes through the tokenizer's chat template as a user turn
+    (lm-eval's ``apply_chat_template``), as an instruct model is asked."""
     from lm_eval import simple_evaluate
     from lm_eval.tasks import TaskManager
 
@@ -124,7 +126,7 @@ def evaluate_probes(model: torch.nn.Module, tokenizer: Any, task: Any, probes: d
     was_training = model.training
     with unstamped():
         out = simple_evaluate(lm, tasks=list(names), task_manager=manager, log_samples=True,
-                              bootstrap_iters=0, verbosity="ERROR")
+                              bootstrap_iters=0, verbosity="ERROR", apply_chat_template=chat_template)
     model.train(was_training)
     scores: dict[str, list[dict[str, float]]] = {}
     for name, set_name in names.items():

@@ -54,7 +54,7 @@ def provenance(plan: Plan, built: Built, request: ForgetRequest, phases_once: di
     return {"request_source": plan.bench.request_source,
             "views": [[p.question for p in view] for view in request.views],
             "models": {"target": built.label, "proxy": built.proxy.label if built.proxy else None},
-            "knowledge": built.knowledge,
+            "knowledge": built.knowledge, "chat_template": built.chat_template,
             "config": plan.config.to_dict(), "params": plan.resolved_params(),
             "versions": plan.versions(), "data_revision": plan.bench.revision,
             "setup_seconds": phases_once["setup"], "wall_seconds": wall,

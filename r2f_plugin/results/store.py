@@ -44,7 +44,7 @@ EXPORT_FILE = "results.jsonl"
 WHERE_FIELDS = ("output", "save_model", "threads", "device_map")  # say where or how fast things run, not what is computed
 # configuration fields added after stores existed: left out of a key at these values, so
 # an older store's results keep their keys and still resume
-LATER_DEFAULTS = {"dtype": "float32", "target_modules": None}
+LATER_DEFAULTS = {"dtype": "float32", "target_modules": None, "chat_template": "auto"}
 # record fields renamed since stores existed: the old field's path -> its new name (beside it)
 RENAMED = {("mia",): "identity_alignment", ("n", "mia_prompts"): "identity_prompts"}
 

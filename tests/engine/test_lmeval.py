@@ -58,3 +58,51 @@ def test_yaml_fields_score_as_the_templates_did(tiny, tmp_path, task_name):
                                 tmp_path)
     assert sum(len(rows) for rows in shipped.values()) >= 20
     assert shipped == templated
+
+
+CHAT = ("{% for m in messages %}<s>USER {{ m['content'] }}</s>{% endfor %}"
+        "{% if add_generation_prompt %}ASSISTANT{% endif %}")
+
+
+def test_probes_go_through_the_chat_template_when_asked(tiny, tmp_path):
+    """With ``chat_template`` every prompt reaches the model as a user turn of the
+    tokenizer's template (lm-eval's own ``apply_chat_template``); without, as written."""
+    import copy
+
+    from r2f_bench.engine.lmeval import evaluate_probes
+    from r2f_bench.tasks.rwku import RWKU
+
+    task = RWKU()
+    bench = task.load(task.locate(None), None, 1, n_dev=0)
+    probes = {"forget_qa": bench.targets[0].probes["forget_qa"][:4]}
+    tok = copy.deepcopy(tiny["tok"])
+    tok.chat_template = CHAT
+    seen: list[str] = []
+    hook = tiny["model"].register_forward_pre_hook(
+        lambda m, args, kwargs: seen.extend(tok.batch_decode(kwargs["input_ids"], skip_special_tokens=True)),
+        with_kwargs=True)
+    try:
+        evaluate_probes(tiny["model"], tok, task, probes, tmp_path)
+        plain, seen[:] = list(seen), []
+        evaluate_probes(tiny["model"], tok, task, probes, tmp_path, chat_template=True)
+    finally:
+        hook.remove()
+    assert not any("USER" in text for text in plain)
+    asked = [text for text in seen if "USER" in text]
+    assert asked and all("ASSISTANT" in text for text in asked)
+    assert {p.prompt.strip() for p in probes["forget_qa"]} <= {t.split("USER ", 1)[1].split("ASSISTANT")[0].strip()
+                                                                 for t in asked}
+
+
+def test_chat_template_auto_on_off(tiny):
+    import copy
+
+    from r2f_bench.engine.build import chat_template
+    from r2f_bench.errors import UserError
+
+    plain, chat = tiny["tok"], copy.deepcopy(tiny["tok"])
+    chat.chat_template = CHAT
+    assert chat_template("auto", chat, "m") and not chat_template("auto", plain, "m")
+    assert not chat_template("off", chat, "m") and chat_template("on", chat, "m")
+    with pytest.raises(UserError, match="has no chat template"):
+        chat_template("on", plain, "m")
