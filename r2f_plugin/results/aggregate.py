@@ -2,9 +2,9 @@
 
 Every number a table or plot shows is :func:`aggregate`'s: the mean of a metric over
 every (target, seed) record that has it, with its 95% bootstrap confidence interval and
-``n`` the number of records. The bootstrap resamples whole **targets**, a drawn target
-bringing all its seeds (seeds of one target are not independent), so an interval
-reflects the spread between targets; with one target, its seeds are resampled. The
+``n`` the number of records. The bootstrap is crossed (:func:`unit_weights`): it resamples
+whole **targets** and, independently, whole **run seeds** (differently taught models), so
+an interval reflects the spread between targets and between taught models. The
 :class:`Stat` carries how many targets and seeds it rests on. Records that differ in
 setting (:data:`SETTING_FIELDS`) are never pooled.
 """
@@ -70,32 +70,51 @@ def summarize(values: Sequence[float], bootstrap_seed: int = 0) -> Stat | None:
     return Stat(mean, float(lo), float(hi), len(values))
 
 
-def target_weights(targets: Sequence[Hashable], samples: int = BOOTSTRAP_SAMPLES,
-                   bootstrap_seed: int = 0) -> np.ndarray:
-    """Bootstrap weights (``samples`` × units) for units whose target is ``targets[i]``: each
-    row draws the distinct targets with replacement, and every unit of a target drawn k
-    times weighs k (a lone target's units, its seeds, are drawn themselves). The same
-    targets and ``bootstrap_seed`` give the same rows, so statistics drawn with them are
-    paired."""
-    clusters = targets if len(set(targets)) > 1 else range(len(targets))
-    position = {t: i for i, t in enumerate(dict.fromkeys(clusters))}
-    index = np.array([position[t] for t in clusters])
+def _label_counts(labels: Sequence[Hashable], samples: int, rng: np.random.Generator) -> np.ndarray:
+    """``samples`` × units: each row draws the distinct ``labels`` with replacement, and a
+    unit weighs the number of times its label was drawn."""
+    position = {t: i for i, t in enumerate(dict.fromkeys(labels))}
+    index = np.array([position[t] for t in labels])
     k = len(position)
-    picks = np.random.default_rng(bootstrap_seed).integers(0, k, size=(samples, k)) + k * np.arange(samples)[:, None]
+    picks = rng.integers(0, k, size=(samples, k)) + k * np.arange(samples)[:, None]
     return np.bincount(picks.ravel(), minlength=samples * k).reshape(samples, k)[:, index].astype(float)
+
+
+def unit_weights(targets: Sequence[Hashable], seeds: Sequence[Hashable], samples: int = BOOTSTRAP_SAMPLES,
+                 bootstrap_seed: int = 0) -> np.ndarray:
+    """Bootstrap weights (``samples`` × units) for units (``targets[i]``, ``seeds[i]``): a
+    crossed bootstrap. Each row draws the distinct targets and, independently, the distinct
+    run seeds (differently taught models) with replacement; unit (t, s) weighs
+    count(t) × count(s). Targets and taught models both vary, so both are resampled: a
+    method that does better on one taught model than another (a method × model
+    interaction) widens its interval, which resampling targets alone hides. With one seed
+    it is the bootstrap over targets, with one target over seeds, with one unit of each
+    over units. A row whose draws meet no unit (a sparse grid) is drawn again. The same
+    units and ``bootstrap_seed`` give the same rows, so statistics drawn with them are paired."""
+    rng = np.random.default_rng(bootstrap_seed)
+    crossed = [labels for labels in (targets, seeds) if len(set(labels)) > 1] or [range(len(targets))]
+    weights = np.ones((samples, len(targets)))
+    for labels in crossed:
+        weights *= _label_counts(list(labels), samples, rng)
+    while (empty := weights.sum(axis=1) == 0).any():
+        redrawn = np.ones((int(empty.sum()), len(targets)))
+        for labels in crossed:
+            redrawn *= _label_counts(list(labels), len(redrawn), rng)
+        weights[empty] = redrawn
+    return weights
 
 
 def clustered(values: Sequence[float], targets: Sequence[Hashable], seeds: Sequence[Hashable],
               bootstrap_seed: int = 0) -> Stat | None:
     """The mean of per-unit ``values`` (unit i: target ``targets[i]``, seed ``seeds[i]``) and its
-    95% interval resampling whole targets (:func:`target_weights`); none from one value."""
+    95% interval resampling targets and seeds (:func:`unit_weights`); none from one value."""
     x = np.asarray(values, dtype=float)
     if not x.size:
         return None
     n_targets, n_seeds = len(set(targets)), len(set(seeds))
     if len(x) < 2:
         return Stat(float(x.mean()), None, None, 1, n_targets, n_seeds)
-    w = target_weights(targets, bootstrap_seed=bootstrap_seed)
+    w = unit_weights(targets, seeds, bootstrap_seed=bootstrap_seed)
     lo, hi = percentile_interval(w @ x / w.sum(axis=1))
     return Stat(float(x.mean()), float(lo), float(hi), len(x), n_targets, n_seeds)
 
@@ -113,7 +132,7 @@ def _value(record: Record, metric: str) -> float | None:
 def aggregate(records: Iterable[Record], metric: str,
               key: Callable[[Record], Hashable]) -> dict[Hashable, Stat]:
     """Group records by ``key``; per group, a :class:`Stat` over its (target, seed) records,
-    its interval resampling targets (:func:`clustered`)."""
+    its interval resampling targets and seeds (:func:`clustered`)."""
     groups: dict[Hashable, list[tuple[str, str, float]]] = defaultdict(list)
     for r in records:
         v = _value(r, metric)

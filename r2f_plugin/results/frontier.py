@@ -43,7 +43,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from .aggregate import BOOTSTRAP_SAMPLES, Stat, percentile_interval, target_weights
+from .aggregate import BOOTSTRAP_SAMPLES, Stat, percentile_interval, unit_weights
 
 Unit = tuple[str, int]  # (target, seed)
 Score = tuple[float, float]  # (usr, gur)
@@ -139,7 +139,7 @@ class Frontier:
     gur_range: tuple[float, float]  # the mean curve's GUR, lowest and highest
     failures: int  # (strength, unit) points of the curve counted as FAILURE
     tuned: dict  # the shipped defaults: params, usr, gur (Stat), failures
-    draws: np.ndarray = field(repr=False)  # bootstrap samples × KEYS, drawn on target resamples of `units`
+    draws: np.ndarray = field(repr=False)  # bootstrap samples × KEYS, drawn on target and seed resamples of `units`
 
     def curve(self) -> list[tuple[float, float]]:
         """(strength, mean GUR) in strength order."""
@@ -171,7 +171,7 @@ def frontier(method: str, param: str, by_strength: Mapping[float, Mapping[Unit, 
     usr, gur, failures = _matrix([dict.fromkeys(units, UNTOUCHED)] + [by_strength[s] for s in strengths[1:]], units)
     t_usr, t_gur, t_failures = _matrix([tuned], units)
     targets, seeds = [u[0] for u in units], [u[1] for u in units]
-    weights = target_weights(targets, samples, bootstrap_seed)
+    weights = unit_weights(targets, seeds, samples, bootstrap_seed)
     weights = weights / weights.sum(axis=1, keepdims=True)
     mean = lambda x: _stat(x.mean(), weights @ x, targets, seeds)  # a unit mean with its interval
     draws = summaries_rows(weights @ gur.T, weights @ usr.T)
@@ -203,7 +203,7 @@ def _stat(value: float, draws: np.ndarray, targets: Sequence[str], seeds: Sequen
 # -- comparisons --------------------------------------------------------------
 def paired(a: Frontier, b: Frontier) -> dict[str, Stat]:
     """``a`` − ``b`` in each summary of :data:`KEYS`, with its paired 95% interval: both
-    methods' summaries drawn on the same target resamples of the same units."""
+    methods' summaries drawn on the same target and seed resamples of the same units."""
     if a.units != b.units:
         raise ValueError(f"{a.method!r} and {b.method!r} were read on different units; pair them on the same ones")
     targets, seeds = [u[0] for u in a.units], [u[1] for u in a.units]

@@ -23,8 +23,8 @@ TITLES = {**{f"usr_at_gur{g:g}": f"USR @ GUR≥{g:g}" for g in GUR_LEVELS}, "auc
 def units_note(readout: Readout) -> str:
     targets, seeds = {t for t, _ in readout.units}, {s for _, s in readout.units}
     note = (f"Every method on the same {len(readout.units)} (target, seed) units ({len(targets)} targets × "
-            f"{len(seeds)} seeds); intervals: 95% bootstrap resampling whole targets (all their seeds together), "
-            f"n = units.")
+            f"{len(seeds)} seeds); intervals: 95% bootstrap resampling targets and, independently, seeds (taught "
+            f"models), n = units.")
     if readout.lost:
         note += f" Lost (no record from any method): {', '.join(f'{t} seed {s}' for t, s in readout.lost)}."
     if readout.unscorable:
@@ -84,7 +84,7 @@ def pairs_table(m: Measured) -> Table:
         rows.append((f"{f.method} − {baseline}" + (f" (≠0: {', '.join(apart)})" if apart else ""),
                      [diff[k] for k in KEYS]))
     note = (f"Paired differences against {baseline}: each method's summary minus {baseline}'s, both read on the same "
-            f"units and drawn on the same target resamples; 95% interval. (≠0: …) names the summaries whose interval "
+            f"units and drawn on the same target and seed resamples; 95% interval. (≠0: …) names the summaries whose interval "
             f"excludes 0.")
     return Table("frontier-pairs", f"Paired differences against {baseline}", note,
                  [Column(f"diff_{k}", f"Δ {TITLES[k]}") for k in KEYS], rows,

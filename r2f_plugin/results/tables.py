@@ -1,8 +1,8 @@
 """Leaderboard tables in the paper's shape, rendered from the results store.
 
 Every cell aggregates the same way: the mean of a metric over every (target, seed)
-record that has it, with its 95% bootstrap confidence interval (percentile, over
-those records resampled with replacement) and ``n`` the number of records, printed
+record that has it, with its 95% bootstrap confidence interval (percentile, targets and
+seeds resampled: :func:`~r2f_bench.results.aggregate.unit_weights`) and ``n`` the number of records, printed
 as ``mean [lo, hi]``. A cell of one record has no interval. The best cell of a
 column is bold, by the metric's direction (:func:`direction`); cells equal to it at
 the shown precision are bold too. A row that ran on a dataset but whose records all
