@@ -45,6 +45,8 @@ from typing import Any, Iterator, Sequence
 import torch
 import torch.nn.functional as F
 
+from ..data import Probe
+
 ANSWERED_RECALL = 0.5
 MIN_UTILITY = 5.0  # %: the untouched model's utility score below which GUR (a ratio to it) is n/a
 
@@ -63,7 +65,8 @@ DEFINITIONS: dict[str, tuple[str, str, str]] = {
     "grad_cosine": ("Grad cosine", "cosine", "decoded vs exact full gradient of the request (R2F's diagnostic)"),
 }
 ANSWERED_NOTE = (f"A probe is answered when the ROUGE-L recall of its reference in the greedy answer is at least "
-                 f"{ANSWERED_RECALL} (multiple choice: the correct choice is the most likely).")
+                 f"{ANSWERED_RECALL} (multiple choice: the correct choice is the most likely); a forget probe its own "
+                 f"prompt would answer (its reference is in the question) never counts as known.")
 
 
 def legend(metrics: Sequence[str]) -> list[str]:
@@ -83,6 +86,13 @@ def rouge_l_recall(reference: str, prediction: str) -> float:
     if not reference.strip():
         return 0.0
     return float(_scorer().score(reference, prediction)["rougeL"].recall)
+
+
+def echo_answerable(probe: Probe) -> bool:
+    """Whether a generated probe counts as answered by repeating its own prompt (its
+    reference is already in its question): a chat model that echoes the question would
+    "know" it. Such a probe is never counted as known, so it never enters USR or RAP."""
+    return probe.choices is None and rouge_l_recall(probe.answer, probe.prompt) >= ANSWERED_RECALL
 
 
 def rouge_l_f1(reference: str, prediction: str) -> float:

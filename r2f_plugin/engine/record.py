@@ -15,7 +15,7 @@ from ..data import ForgetRequest, Target
 from ..jsontext import json_safe
 from ..task import ACC, ANSWERED, HELD_OUT, LOCALITY, SCORE, SEEN
 from .build import Built
-from .metrics import MIN_UTILITY, kept, mean, pooled, recovery, retention, usr
+from .metrics import MIN_UTILITY, echo_answerable, kept, mean, pooled, recovery, retention, usr
 from .plan import Plan
 
 Scores = dict[str, list[dict]]  # per-probe score rows by probe set
@@ -84,10 +84,16 @@ class Recorder:
         when ``after`` holds no utility scores: a forget-only evaluation)."""
         task = self.plan.task
         held_out, util = self.plan.roles(target)[HELD_OUT], task.utility_set
-        known = {s: sum(answered(before, s)) for s in held_out}
-        by_level = {s: usr(answered(before, s), answered(after, s), task.chance(s)) for s in held_out}
+        known = {s: sum(self.known(target, before, s)) for s in held_out}
+        by_level = {s: usr(self.known(target, before, s), answered(after, s), task.chance(s)) for s in held_out}
         gur = self.gur(score(before[util]), score(after[util])) if util in after else None
         return pooled(by_level, known), gur
+
+    @staticmethod
+    def known(target: Target, before: Scores, probe_set: str) -> list[bool]:
+        """Per probe of ``target``'s forget set ``probe_set``: whether the untouched model
+        knew it (answered it, and its own prompt would not: :func:`echo_answerable`)."""
+        return [a and not echo_answerable(p) for a, p in zip(answered(before, probe_set), target.probes[probe_set])]
 
     def diverged(self, target: Target, cost: Cost, info: dict, stated: dict[str, Any]) -> dict[str, Any]:
         """The record of a deletion that destroyed the model: a failure, never a score."""
@@ -104,11 +110,12 @@ class Recorder:
         plan, task, config = self.plan, self.plan.task, self.plan.config
         roles, chance = plan.roles(target), task.chance
         b_scores, util, held_out = m.before["scores"], task.utility_set, roles[HELD_OUT]
-        known = {s: sum(answered(b_scores, s)) for s in held_out + roles[SEEN]}
-        forgotten = {s: sum(b and not a for b, a in zip(answered(b_scores, s), answered(m.after, s))) for s in held_out}
+        known = {s: sum(self.known(target, b_scores, s)) for s in held_out + roles[SEEN]}
+        forgotten = {s: sum(b and not a for b, a in zip(self.known(target, b_scores, s), answered(m.after, s)))
+                     for s in held_out}
 
         def rate(f, sets: list[str], *scores: Scores) -> dict[str, float | None]:
-            return {s: f(answered(b_scores, s), *(answered(x, s) for x in scores), chance(s)) for s in sets}
+            return {s: f(self.known(target, b_scores, s), *(answered(x, s) for x in scores), chance(s)) for s in sets}
 
         by_level = rate(usr, held_out, m.after)
         locality = [p for s in roles[LOCALITY] for p in b_scores.get(s, [])]
@@ -130,6 +137,7 @@ class Recorder:
             "known_forget_probes": sum(known[s] for s in held_out),
             "forgotten_forget_probes": sum(forgotten.values()),
             "forget_probes": sum(len(b_scores.get(s, [])) for s in held_out),
+            "echo_forget_probes": sum(echo_answerable(p) for s in held_out for p in target.probes[s]),
             "n": {"utility": len(plan.bench.utility), "identity_prompts": len(plan.bench.general_prompts),
                   "locality": len(locality), "request": len(request.facts), "retain": len(request.retain)},
             "roles": roles,

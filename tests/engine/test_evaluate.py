@@ -45,7 +45,7 @@ class Scored:
 def evaluator(plan: Plan, monkeypatch, label: str = "stand-in") -> tuple[Evaluator, Scored]:
     torch.manual_seed(0)
     weights = Weights(torch.nn.Linear(2, 2), plan.out_dir, "m")
-    ev = Evaluator(plan, SimpleNamespace(label=label, info={}, tokenizer=None), weights)
+    ev = Evaluator(plan, SimpleNamespace(label=label, info={}, tokenizer=None, chat_template=False), weights)
     scored = Scored(plan)
     monkeypatch.setattr(ev, "scores", scored)
     return ev, scored

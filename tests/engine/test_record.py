@@ -56,7 +56,12 @@ AFTER = {"forget_a": rows(0, 1, 0, 0), "forget_b": rows(0, 0), "seen": rows(0, 1
          "neighbour": recalls(0.5, 0.5), "utility": recalls(1, 0.5, 0, 1)}
 RELEARNED = {"forget_a": rows(1, 0, 0, 0), "forget_b": rows(1, 0), "seen": rows(0, 0)}
 CONTROL = {"forget_a": rows(1, 1, 0, 0), "forget_b": rows(1, 0), "seen": rows(1, 1)}
-TARGET = Target(id="t1", name="T One", request=[], probes={})
+def probes(probe_set: str, n: int) -> list[Probe]:
+    return [Probe(prompt=f"Question {i} about T One?", answer=f"answer{i}", set=probe_set, target="t1") for i in range(n)]
+
+
+TARGET = Target(id="t1", name="T One", request=[], probes={"forget_a": probes("forget_a", 4),
+                                                            "forget_b": probes("forget_b", 2), "seen": probes("seen", 2)})
 REQUEST = ForgetRequest(target="t1", views=[[Probe(prompt="Q?", answer="A", set="request", target="t1",
                                                   question="Q?")]],
                         retain=[Probe(prompt="R?", answer="B", set="request", target="t2")])
@@ -98,6 +103,20 @@ def test_the_headline_is_the_records_usr_and_gur(plan):
     assert recorder.headline(TARGET, BEFORE, forget_only) == (pytest.approx(75.0), None)
 
 
+def test_a_probe_its_own_prompt_answers_is_never_known(plan):
+    """A chat model that repeats the question "answers" a probe whose reference is in the
+    question: such a probe never counts as known, so it enters neither USR nor RAP."""
+    echo = Probe(prompt="Is answer0 the birthplace of T One?", answer="answer0", set="forget_a", target="t1")
+    target = dataclasses.replace(TARGET, probes={**TARGET.probes, "forget_a": [echo, *TARGET.probes["forget_a"][1:]]})
+    measured = Measured({"scores": BEFORE, "extra": {}}, AFTER, {}, 0.9, RELEARNED, CONTROL)
+    record = Recorder(plan).record(target, REQUEST, measured, Cost(seconds=2.0, peak_mem_mb=10.0), {}, {})
+    # forget_a's first probe (known, then forgotten, then relearned) is out: 2 known there, 1 of them forgotten
+    assert (record["known_forget_probes"], record["forgotten_forget_probes"], record["echo_forget_probes"]) == (3, 2, 1)
+    assert record["usr_by_level"]["forget_a"] == pytest.approx(50.0) and record["usr"] == pytest.approx(200 / 3)
+    assert record["rap"] == pytest.approx(50.0)  # forget_b's one forgotten probe comes back, forget_a's does not
+    assert Recorder(plan).headline(target, BEFORE, AFTER)[0] == pytest.approx(200 / 3)
+
+
 def test_a_diverged_record_is_a_failure_never_a_score(plan):
     record = Recorder(plan).diverged(TARGET, Cost(seconds=1.0, peak_mem_mb=float("nan")), {"loss": 1.0}, {"host": "h"})
     assert record["status"] == "diverged" and record["peak_mem_mb"] is None  # strict JSON: NaN is null
@@ -114,7 +133,7 @@ def test_gur_is_na_below_the_utility_floor_said_once(plan, said):
 
 
 def test_provenance_states_the_phases_that_ran_in_order_and_the_runs_one_time_costs(plan):
-    built = SimpleNamespace(label="model", proxy=None, knowledge={"embedded": True})
+    built = SimpleNamespace(label="model", proxy=None, knowledge={"embedded": True}, chat_template=False)
     stated = provenance(plan, built, REQUEST, {"load": 3.0, "setup": 1.5}, 9.0,
                         {"rap": 2.0, "untouched": 1.0, "restore": 0.5}, on_cpu=False)
     assert list(stated["phases"]) == ["untouched", "rap", "restore"]
