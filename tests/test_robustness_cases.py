@@ -125,7 +125,7 @@ def light_run(tmp_path, monkeypatch):
               progress=said.append)
     run.model, run.tokenizer, run.device, run.said, run.evaluations = torch.nn.Linear(1, 1), None, torch.device("cpu"), said, []
     run.weights = Weights(run.model, run.out_dir, run.config.method)
-    run.evaluator = evaluate.Evaluator(run, SimpleNamespace(label="stand-in", info={}, tokenizer=None), run.weights)
+    run.evaluator = evaluate.Evaluator(run, SimpleNamespace(label="stand-in", info={}, tokenizer=None, chat_template=False), run.weights)
 
     def scores(model, target, forget_only=False):
         run.evaluations.append(forget_only)
