@@ -39,11 +39,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from math import sqrt
-from typing import Mapping, Sequence
+from typing import Hashable, Mapping, Sequence
 
 import numpy as np
 
-from .aggregate import BOOTSTRAP_SAMPLES, Stat, percentile_interval, unit_weights
+from .aggregate import BOOTSTRAP_SAMPLES, CONFIDENCE, Stat, percentile_interval, unit_weights
 
 Unit = tuple[str, int]  # (target, seed)
 Score = tuple[float, float]  # (usr, gur)
@@ -55,6 +55,7 @@ FAILURE: Score = (0.0, 0.0)
 FAILURE_RULE = ("a diverged or failed deletion (or a missing record) stays in its curve as USR 0, GUR 0: it forgot "
                 "nothing and kept nothing, so it can never help its method")
 KEYS = tuple(f"usr_at_gur{g:g}" for g in GUR_LEVELS) + ("auc",)  # the summaries, in table order
+ALPHA = 1 - CONFIDENCE  # the family-wise error rate of a table's comparisons (Holm)
 MEASURED, OPEN, RESOLUTION, ROUNDS = "measured", "open", "strength resolution", "round limit"
 
 
@@ -212,19 +213,49 @@ def paired(a: Frontier, b: Frontier) -> dict[str, Stat]:
 
 
 def excludes_zero(stat: Stat) -> bool:
-    """Whether ``stat``'s interval lies wholly on one side of 0."""
+    """Whether ``stat``'s interval lies wholly on one side of 0 (uncorrected for how many
+    comparisons are made: see :func:`holm`)."""
     return stat.lo is not None and stat.hi is not None and (stat.lo > 0 or stat.hi < 0)
+
+
+def paired_p(a: Frontier, b: Frontier) -> dict[str, float]:
+    """The bootstrap p-value of ``a`` − ``b`` in each summary: twice the share of paired
+    draws on the far side of 0 (at most 1), the test whose 95% acceptance region is the
+    percentile interval of :func:`paired`."""
+    if a.units != b.units:
+        raise ValueError(f"{a.method!r} and {b.method!r} were read on different units; pair them on the same ones")
+    diff = a.draws - b.draws
+    if len(a.units) < 2:
+        return {k: 1.0 for k in KEYS}
+    return {k: float(min(1.0, 2 * min((diff[:, i] <= 0).mean(), (diff[:, i] >= 0).mean())))
+            for i, k in enumerate(KEYS)}
+
+
+def holm(p_values: Mapping[Hashable, float], alpha: float = ALPHA) -> dict[Hashable, bool]:
+    """Which of a family of comparisons stay significant at family-wise level ``alpha``
+    (Holm's step-down: the i-th smallest of m p-values against alpha / (m − i), stopping at
+    the first that fails). A table of 15 methods × 3 summaries makes 45 comparisons; at
+    0.05 each, about two would look different by chance alone."""
+    ordered = sorted(p_values, key=lambda k: p_values[k])
+    out = dict.fromkeys(p_values, False)
+    for i, k in enumerate(ordered):
+        if p_values[k] > alpha / (len(ordered) - i):
+            break
+        out[k] = True
+    return out
 
 
 def tiers(frontiers: Sequence[Frontier], key: str) -> list[list[str]]:
     """Methods grouped by summary ``key`` (higher is better): in order of the estimate, the
-    first tier is the best method and every method whose paired interval against it
-    includes 0; the next tier starts at the best method left, and so on."""
+    first tier is the best method and every method not told apart from it (its paired
+    difference not significant once Holm-corrected over the comparisons with that leader);
+    the next tier starts at the best method left, and so on."""
     left = sorted(frontiers, key=lambda f: -f.summaries[key].mean)
     out: list[list[str]] = []
     while left:
         leader = left[0]
-        tier = [f for f in left if f is leader or not excludes_zero(paired(f, leader)[key])]
+        apart = holm({f.method: paired_p(f, leader)[key] for f in left if f is not leader})
+        tier = [f for f in left if f is leader or not apart[f.method]]
         out.append([f.method for f in tier])
         left = [f for f in left if f not in tier]
     return out

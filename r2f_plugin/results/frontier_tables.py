@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from .aggregate import Stat
-from .frontier import (AREA_FROM, FAILURE_RULE, GUR_LEVELS, KEYS, MEASURED, OPEN, TOLERANCE, Frontier, excludes_zero,
-                       paired, tiers)
+from .frontier import (ALPHA, AREA_FROM, FAILURE_RULE, GUR_LEVELS, KEYS, MEASURED, OPEN, TOLERANCE, Frontier,
+                       excludes_zero, holm, paired, paired_p, tiers)
 from .frontier_run import Measured, Readout
 from .plots import plot_frontier
 from .render import FORMATS, render, stat_json, write_files
@@ -73,19 +73,27 @@ def nearest(f: Frontier, floor: float) -> float:
     return min((p["gur"].mean for p in f.points), key=lambda g: abs(g - floor))
 
 
+def apart_from_baseline(m: Measured) -> dict[tuple[str, str], bool]:
+    """(method, summary) -> whether it differs from the baseline once Holm-corrected over
+    every comparison the pairs table makes (each other method × each summary)."""
+    return holm({(f.method, k): p for f in m.results if f is not m.base for k, p in paired_p(f, m.base).items()})
+
+
 def pairs_table(m: Measured) -> Table:
     base, baseline = m.base, m.baseline
+    apart = apart_from_baseline(m)
     rows = []
     for f in m.results:
         if f is base:
             continue
         diff = paired(f, base)
-        apart = [TITLES[k] for k in KEYS if excludes_zero(diff[k])]
-        rows.append((f"{f.method} − {baseline}" + (f" (≠0: {', '.join(apart)})" if apart else ""),
+        named = [TITLES[k] for k in KEYS if apart[(f.method, k)]]
+        rows.append((f"{f.method} − {baseline}" + (f" (≠0: {', '.join(named)})" if named else ""),
                      [diff[k] for k in KEYS]))
     note = (f"Paired differences against {baseline}: each method's summary minus {baseline}'s, both read on the same "
-            f"units and drawn on the same target and seed resamples; 95% interval. (≠0: …) names the summaries whose interval "
-            f"excludes 0.")
+            f"units and drawn on the same target and seed resamples; 95% interval (uncorrected). (≠0: …) names the "
+            f"summaries that differ at family-wise level {ALPHA:g}, Holm-corrected over the table's {len(apart)} "
+            f"comparisons (an interval can exclude 0 and still not be named).")
     return Table("frontier-pairs", f"Paired differences against {baseline}", note,
                  [Column(f"diff_{k}", f"Δ {TITLES[k]}") for k in KEYS], rows,
                  Provenance.of(m.readout.records), row_header="Method − baseline")
@@ -98,8 +106,9 @@ def ranking_table(m: Measured) -> Table:
     order = sorted(m.results, key=lambda f: [tier[k][f.method] for k in KEYS])
     rows = [(f.method, [Stat(float(tier[k][f.method]), None, None, n, targets, seeds) for k in KEYS]) for f in order]
     note = ("Tiers (1 is best) per summary: in order of the estimate, tier 1 is the best method and every method "
-            "whose paired 95% interval against it includes 0; the next tier starts at the best method left. Methods "
-            "in one tier cannot be told apart from its first.")
+            f"not told apart from it (paired bootstrap test, Holm-corrected at {ALPHA:g} over the comparisons with "
+            "that leader); the next tier starts at the best method left. Methods in one tier cannot be told apart "
+            "from its first.")
     return Table("frontier-ranking", "Ranking: methods that cannot be told apart share a tier", note,
                  [Column(f"tier_{k}", TITLES[k], "tier", False, digits=0) for k in KEYS], rows,
                  Provenance.of(m.readout.records))
@@ -130,8 +139,10 @@ def frontier_json(f: Frontier) -> dict[str, Any]:
 def as_json(m: Measured) -> dict[str, Any]:
     """Every method's curve and summaries, the paired differences against the baseline and the tiers."""
     base, units = m.base, m.readout.units
+    apart = apart_from_baseline(m)
     pairs = [{"method": f.method, "baseline": m.baseline,
-              **{k: {**stat_json(d), "excludes_zero": excludes_zero(d)} for k, d in paired(f, base).items()}}
+              **{k: {**stat_json(d), "excludes_zero": excludes_zero(d), "p": paired_p(f, base)[k],
+                     "holm_apart": apart[(f.method, k)]} for k, d in paired(f, base).items()}}
              for f in m.results if f is not base]
     return {"baseline": m.baseline, "failure_rule": FAILURE_RULE, "failed_jobs": m.failed,
             "units": {"n": len(units), "targets": sorted({t for t, _ in units}),

@@ -259,3 +259,35 @@ def test_variants_of_one_method_are_separate_curves(fake_run, tmp_path, capsys):
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith(message), err
     assert not (tmp_path / "bad").exists()
+
+
+def test_holm_keeps_only_what_survives_the_family():
+    from r2f_bench.results.frontier import holm
+
+    assert holm({"a": 0.01, "b": 0.04, "c": 0.03}) == {"a": True, "b": False, "c": False}  # 0.03 > 0.05 / 2
+    assert holm({"a": 0.01, "b": 0.02, "c": 0.04}) == {"a": True, "b": True, "c": True}
+    assert holm({"a": 0.2}) == {"a": False} and holm({}) == {}
+
+
+def test_the_bootstrap_p_value_agrees_with_the_interval_and_holm_thins_the_verdicts():
+    """p < 0.05 exactly where the paired 95% interval excludes 0 (the same draws); among
+    many methods a lone difference that excludes 0 at p ~ 0.02 is not named apart once the
+    family is corrected, a large one is."""
+    from r2f_bench.results.frontier import holm, paired_p
+
+    units = [(f"t{t}", s) for t in range(10) for s in range(2)]
+    rng = np.random.default_rng(3)
+    method = lambda name, shift, sd=2.0: frontier(name, "step", {s: {u: (usr + shift + rng.normal(0, sd), gur)
+                                                                     for u in units}
+                                                                 for s, (gur, usr) in zip((0.1, 0.2, 0.4), CURVE[1:])},
+                                                  units, {}, {}, samples=1000)
+    base = method("base", 0.0)
+    group = [method(f"m{i}", 0.0) for i in range(12)] + [method("small", 1.5), method("large", 15.0)]
+    for f in group:
+        for k, p in paired_p(f, base).items():
+            assert (p < 0.05) == excludes_zero(paired(f, base)[k]) or abs(p - 0.05) < 0.01
+    key = "usr_at_gur95"
+    p_small, p_large = paired_p(group[-2], base)[key], paired_p(group[-1], base)[key]
+    assert 0.001 < p_small < 0.05 and p_large < 0.001
+    apart = holm({(f.method, k): p for f in group for k, p in paired_p(f, base).items()})
+    assert apart[("large", key)] and not apart[("small", key)]
