@@ -86,6 +86,9 @@ CASES = [
      "data file {r}/Target/1_Orla_Vantree/loop.json is not a regular file (a folder, a pipe or a broken link); remove it or put the JSON file there."),
     ("TriviaQA answers given as a string", lambda t, r: _trivia_answers_as_text(r),
      "{r}/Target/1_Orla_Vantree/triviaqa.json: 'answers' of 'Q' is a str, not a list of strings; write it as RWKU does, e.g. \"answers\": [\"Paris\"]."),
+    ("an embedded model of no width", lambda t, r: ["--model", "embedded:mistral-h0-l0"],
+     "bad embedded model spec 'embedded:mistral-h0-l0': hidden must be at least 16 and a multiple of 4, layers at least 1; e.g. embedded:mistral-h64-l2."),
+    ("empty --output", lambda t, r: ["--output", ""], "--output is empty; pass the results directory, e.g. --output r2f-output."),
     ("model path missing", lambda t, r: ["--model", "./no-such-model"],
      "model path ./no-such-model does not exist; pass a local directory with safetensors weights, or a hub name such as mistralai/Mistral-7B-v0.1."),
     ("unknown method", lambda t, r: ["--method", "nope"], None),
@@ -398,6 +401,20 @@ def test_cache_info_and_clear(tmp_path, monkeypatch, capsys):
     assert main(["cache", "clear"]) == 0
     assert "removed 3 cache entries" in capsys.readouterr().out
     assert not list(tmp_path.glob("*/*"))
+
+
+def test_cache_clear_removes_a_linked_entry_not_what_it_points_at(tmp_path, monkeypatch, capsys):
+    """An entry that is a link to a folder elsewhere: the link goes, the folder stays (it said
+    'cannot remove None' and removed nothing)."""
+    monkeypatch.setenv("R2F_BENCH_CACHE", str(tmp_path / "cache"))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "keep.txt").write_text("mine")
+    (tmp_path / "cache" / "models").mkdir(parents=True)
+    (tmp_path / "cache" / "models" / "embedded-linked").symlink_to(elsewhere, target_is_directory=True)
+    assert main(["cache", "clear"]) == 0
+    assert "removed 1 cache entries" in capsys.readouterr().out
+    assert not list((tmp_path / "cache" / "models").iterdir()) and (elsewhere / "keep.txt").read_text() == "mine"
 
 
 def test_cpu_threads_follow_the_option_the_environment_the_load_and_the_process_count(monkeypatch):

@@ -39,9 +39,9 @@ def cmd_clear(args: argparse.Namespace) -> None:
     try:
         for paths in _entries(root).values():
             for p in paths:
-                if p.is_dir():
+                if p.is_dir() and not p.is_symlink():
                     shutil.rmtree(p)
-                else:
+                else:  # a file, or a link (to a folder too): the link goes, never what it points at
                     p.unlink()
                 removed += 1
     except OSError as exc:

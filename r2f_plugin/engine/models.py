@@ -88,6 +88,9 @@ class EmbeddedSpec:
         if family not in FAMILIES:
             raise UserError(f"unknown embedded family {family!r}; choose one of {', '.join(FAMILIES)}.")
         heads = max(2, hidden // 32)
+        if hidden < 16 or hidden % (2 * heads) or layers < 1:  # rotary halves need an even width per head
+            raise UserError(f"bad embedded model spec {text!r}: hidden must be at least 16 and a multiple of "
+                            f"{2 * heads}, layers at least 1; e.g. embedded:{family}-h64-l2.")
         return cls(family=family, hidden=hidden, layers=layers, heads=heads, kv_heads=max(1, heads // 2),
                    intermediate=3 * hidden, family_offset=FAMILIES.index(family))
 

@@ -22,7 +22,7 @@ from ..plugins import registry
 from ..task import HELD_OUT, LOCALITY, SEEN
 from . import protocol
 from .config import SPLITS, RunConfig, check_bounds
-from .models import check_model_path
+from .models import EmbeddedSpec, check_model_path
 from .views import check_paraphraser
 
 
@@ -73,6 +73,10 @@ class Plan:
         for spec in (config.model, config.proxy):
             if not spec.startswith("embedded"):
                 check_model_path(spec)
+            elif spec not in ("embedded", "embedded-proxy"):
+                EmbeddedSpec.parse(spec)  # a spec it cannot build is one line here, before the data loads
+        if not str(config.output).strip():  # Path("") is the working directory
+            raise UserError("--output is empty; pass the results directory, e.g. --output r2f-output.")
         self.out_dir = Path(config.output)
         check_writable(self.out_dir)
         check_writable(cache_root(), "the cache (R2F_BENCH_CACHE)")
