@@ -41,9 +41,9 @@ def embedded_spec(spec: str, default: EmbeddedSpec) -> EmbeddedSpec | None:
 @dataclass(frozen=True)
 class Built:
     """What :func:`build_models` builds: the target ``model`` and its ``tokenizer``, whether
-    probes are asked through the tokenizer's ``chat_template``, its ``label`` in records and build ``info``, what it knew (``knowledge``, as records state
-    it), the run's paraphrase ``views`` of facts and the ``proxy`` (``None``: the method
-    uses none)."""
+    probes are asked through the tokenizer's ``chat_template``, its ``label`` in records and
+    build ``info``, what it knew (``knowledge``, as records state it), the run's paraphrase
+    ``views`` of facts and the ``proxy`` (``None``: the method uses none)."""
 
     model: torch.nn.Module
     tokenizer: Any

@@ -61,7 +61,8 @@ class Evaluator:
 
     def untouched_path(self, target: Target) -> Path:
         """Where the untouched model's evaluation on ``target`` is cached: keyed by the model,
-        its dtype, the chat template's use and every probe scored (a request's seen set depends on the chosen targets)."""
+        its dtype, the chat template's use and every probe scored (a request's seen set
+        depends on the chosen targets)."""
         plan, config = self.plan, self.plan.config
         probes = {s: [(p.prompt, p.answer) for p in ps] for s, ps in plan.probe_sets(target).items()}
         return entry_path(config.task, [EVAL_VERSION, self.built.label, target.id, plan.bench.revision, config.task,
