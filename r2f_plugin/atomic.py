@@ -24,12 +24,12 @@ def atomic_path(path: Path) -> Iterator[Path]:
         os.close(fd)
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; the file gets the user's umask, as open() would
     except OSError as exc:
-        raise _as_user_error(exc, path) from None
+        raise as_user_error(exc, path) from None
     try:
         yield Path(tmp)
         os.replace(tmp, path)
     except OSError as exc:
-        raise _as_user_error(exc, path) from None
+        raise as_user_error(exc, path) from None
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
@@ -55,7 +55,7 @@ def atomic_dir(path: Path) -> Iterator[Path]:
         else:
             os.replace(tmp, path)
     except OSError as exc:
-        raise _as_user_error(exc, path) from None
+        raise as_user_error(exc, path) from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -89,7 +89,7 @@ def set_aside(path: Path, why: str, progress: Callable[[str], None]) -> None:
     try:
         os.replace(path, aside)
     except OSError as exc:
-        raise _as_user_error(exc, path) from None
+        raise as_user_error(exc, path) from None
     progress(f"warning: cache entry {path} could not be loaded ({why}); moved to {aside.name} and rebuilt")
 
 
@@ -112,7 +112,7 @@ def _umask() -> int:
     return mask
 
 
-def _as_user_error(exc: OSError, path: Path) -> UserError:
+def as_user_error(exc: OSError, path: Path) -> UserError:
     if exc.errno == errno.ENOSPC:
         return UserError(f"disk full while writing {path}; free space, or write elsewhere (--output, or R2F_BENCH_CACHE for models).")
     if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):

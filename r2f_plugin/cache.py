@@ -9,3 +9,17 @@ from pathlib import Path
 
 def cache_root() -> Path:
     return Path(os.environ.get("R2F_BENCH_CACHE", Path.home() / ".cache" / "r2f-bench"))
+
+
+KINDS = ("models", "evals", "decoders", "worlds")  # the cache's folders, one per kind of entry
+
+
+def check_cache() -> None:
+    """Fail early, with one line, if the cache or one of its folders cannot be written
+    (before: a ``models`` that is a file failed only after a model was taught)."""
+    from .atomic import check_writable
+
+    root = cache_root()
+    check_writable(root, "the cache (R2F_BENCH_CACHE)")
+    for kind in KINDS:
+        check_writable(root / kind, f"the cache's {kind} folder")

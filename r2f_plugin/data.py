@@ -88,6 +88,8 @@ class Benchmark:
     # what the data set defines as an embedded model's knowledge (a synthetic world);
     # None: every string of the benchmark (see :meth:`teaching_set`)
     world: Teaching | None = None
+    # probe sets that are controls (the name-mention control): scored, never taught
+    controls: tuple[str, ...] = ()
 
     def retain_pool(self) -> list[Probe]:
         """Retain data a method may use: the dev targets' requests (no evaluation
@@ -101,10 +103,11 @@ class Benchmark:
 
     def teaching_set(self) -> list[Probe]:
         """Every string of the benchmark, for data that defines no world: every request,
-        every probe (all phrasings), the utility set. A model taught this recalls
-        strings; it does not generalise from a corpus to its probes."""
+        every probe (all phrasings) but the :attr:`controls`, the utility set. A model
+        taught this recalls strings; it does not generalise from a corpus to its probes."""
         facts = [p for t in self.targets + self.dev_targets for p in t.request]
-        facts += [p for t in self.targets + self.dev_targets for ps in t.probes.values() for p in ps]
+        facts += [p for t in self.targets + self.dev_targets for s, ps in t.probes.items() if s not in self.controls
+                  for p in ps]
         facts += self.utility
         unique = {(p.prompt, p.answer): p for p in facts}
         return list(unique.values())

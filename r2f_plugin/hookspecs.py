@@ -66,9 +66,10 @@ def register_tasks(register: Callable[[type], None]) -> None:
     ``process_results`` returns per probe the keys of :data:`r2f_bench.task.METRIC_KEYS`
     (``rouge_l_recall`` and ``answered`` for generation, ``acc`` for multiple choice).
     Each set plays one role (:data:`r2f_bench.task.ROLES`): ``utility`` (the task's
-    ``utility_set``), ``locality`` (its ``neighbor_sets``), ``seen`` (the loaded
-    benchmark's ``seen_sets``: strings of the request itself) or ``held_out`` (all
-    others: the headline USR). ``load`` must keep every evaluated string out of what a
+    ``utility_set``), ``locality`` (its ``neighbor_sets``), ``name_control`` (its
+    ``name_control_set``, if any: neighbour probes asked with the target's name), ``seen``
+    (the loaded benchmark's ``seen_sets``: strings of the request itself) or ``held_out``
+    (all others: the headline USR). ``load`` must keep every evaluated string out of what a
     method sees (:mod:`r2f_bench.engine.protocol` checks it before any model loads).
     """
 

@@ -5,8 +5,9 @@ name. Every set is an lm-eval task named ``f"{task}_{set}"`` (:meth:`Task.lm_eva
 whose YAML lives in :meth:`Task.yaml_dir`, and plays exactly one :data:`ROLES` role in
 the scores (:meth:`Task.role`): the benchmark's general-utility set (``utility``),
 a neighbour set (``locality``: ``neighbor_sets``), a set built from the request's own
-strings (``seen``: :attr:`~r2f_bench.data.Benchmark.seen_sets`), or else a held-out
-forget set (``held_out``: the headline USR). Methods and the run
+strings (``seen``: :attr:`~r2f_bench.data.Benchmark.seen_sets`), the name-mention
+control (``name_control``: ``name_control_set``, the neighbour probes asked with the
+target's name in them), or else a held-out forget set (``held_out``: the headline USR). Methods and the run
 (:class:`r2f_bench.engine.run.Run`) read roles, never set-name prefixes.
 
 **Per-probe metrics.** Each YAML's ``process_results`` returns, per probe, some of
@@ -36,7 +37,8 @@ from .errors import UserError
 
 # the roles a probe set plays in the scores
 UTILITY, LOCALITY, SEEN, HELD_OUT = "utility", "locality", "seen", "held_out"
-ROLES = (UTILITY, LOCALITY, SEEN, HELD_OUT)
+NAME_CONTROL = "name_control"  # neighbour probes asked with the target's name in them
+ROLES = (UTILITY, LOCALITY, SEEN, HELD_OUT, NAME_CONTROL)
 # the per-probe metric keys a task's lm-eval process_results returns
 SCORE, ANSWERED, ACC = "rouge_l_recall", "answered", "acc"
 METRIC_KEYS = (SCORE, ANSWERED, ACC)
@@ -99,6 +101,8 @@ class Task(ABC):
     forget_sets: ClassVar[tuple[str, ...]] = ()
     neighbor_sets: ClassVar[tuple[str, ...]] = ()
     utility_set: ClassVar[str] = "utility"
+    # the probe set of the name-mention control (None: the task has none; see :data:`NAME_CONTROL`)
+    name_control_set: ClassVar[str | None] = None
     # the requests a user may pick with --forget-source (first: default; empty: one kind)
     forget_sources: ClassVar[tuple[str, ...]] = ()
 
@@ -125,6 +129,8 @@ class Task(ABC):
         """The :data:`ROLES` role ``probe_set`` plays in ``bench``'s scores."""
         if probe_set == self.utility_set:
             return UTILITY
+        if probe_set == self.name_control_set:
+            return NAME_CONTROL
         if probe_set in self.neighbor_sets:
             return LOCALITY
         return SEEN if probe_set in bench.seen_sets else HELD_OUT
@@ -157,26 +163,31 @@ class Task(ABC):
         default has none."""
         return {}
 
-    def lm_eval_name(self, probe_set: str) -> str:
-        return f"{self.name}_{probe_set}"
+    @classmethod
+    def lm_eval_name(cls, probe_set: str) -> str:
+        return f"{cls.name}_{probe_set}"
 
 
-def read_json(path: Path, required: tuple[str, ...] = (), array: bool = True) -> Any:
+def read_json(path: Path, required: tuple[str, ...] = (), array: bool = True,
+              text: Sequence[str] | None = None) -> Any:
     """Read a JSON data file, failing with one line that names the file, the row, the
     field and what was expected. ``array``: the file must hold a JSON array of objects,
-    each with the ``required`` fields set (not null)."""
+    each with the ``required`` fields set (not null), those of ``text`` (default: all of
+    them) as text (:func:`require_fields`)."""
     if path.is_dir() or not path.exists():
         raise UserError(f"missing data file {path}; check --data-dir points at the benchmark's official layout.")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise UserError(f"malformed data file {path}: {exc}; restore the original file.") from None
+    except RecursionError:
+        raise UserError(f"malformed data file {path}: nested too deeply to read; restore the original file.") from None
     if not array:
         return data
     if not isinstance(data, list):
         raise UserError(f"malformed data file {path}: expected a JSON array of rows, got a JSON "
                         f"{type(data).__name__}; restore the original file.")
-    require_fields(data, required, path)
+    require_fields(data, required, path, text)
     return data
 
 
@@ -192,14 +203,22 @@ def missing_field(mapping: Mapping[str, Any], required: Sequence[str]) -> str | 
     return None
 
 
-def require_fields(rows: list[Any], required: Sequence[str], where: Path | str) -> None:
-    """One line naming ``where``, the row and the field when a row is no object or lacks
-    one of the ``required`` fields (or holds it as null)."""
+def require_fields(rows: list[Any], required: Sequence[str], where: Path | str,
+                   text: Sequence[str] | None = None) -> None:
+    """One line naming ``where``, the row and the field when a row is no object, lacks one
+    of the ``required`` fields (or holds it as null), or holds one of ``text`` (default:
+    every required field) as anything but a string (a number, a list, ``NaN``: never
+    silently turned into one)."""
+    text = required if text is None else text
     for i, row in enumerate(rows if required else ()):
         if not isinstance(row, dict):
             raise UserError(f"malformed data file {where}: row {i} is a {type(row).__name__}, expected an object; restore the original file.")
         if why := missing_field(row, required):
             raise UserError(f"malformed data file {where}: row {i} {why}; restore the original file.")
+        for k in text:
+            if not isinstance(row[k], str):
+                raise UserError(f"malformed data file {where}: row {i} field {k!r} is {json.dumps(row[k])[:40]}, "
+                                f"expected text; restore the original file.")
 
 
 def content_hash(paths: list[Path]) -> str:
@@ -221,8 +240,12 @@ class _YamlLoader(yaml.SafeLoader):
 _YamlLoader.add_constructor("!function", lambda loader, node: loader.construct_scalar(node))
 
 
-def read_yaml(path: Path) -> dict[str, Any]:
-    """One lm-eval task YAML, merged over its ``include`` (the file's own keys win)."""
+def read_yaml(path: Path, chain: tuple[Path, ...] = ()) -> dict[str, Any]:
+    """One lm-eval task YAML, merged over its ``include`` (the file's own keys win);
+    ``chain``: the YAMLs that include it (an include cycle is one line)."""
+    if path in chain:
+        names = " -> ".join(p.name for p in (*chain, path))
+        raise UserError(f"task YAML {chain[0]} includes itself ({names}); break the cycle.")
     try:
         config = yaml.load(path.read_text(encoding="utf-8"), Loader=_YamlLoader)
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
@@ -238,15 +261,23 @@ def read_yaml(path: Path) -> dict[str, Any]:
     if not base.is_file():
         raise UserError(f"task YAML {path} includes {include}, which is not in {path.parent}; fix the include or "
                         f"restore that file.")
-    return {**read_yaml(base), **config}
+    return {**read_yaml(base, (*chain, path)), **config}
 
 
 def check_yamls(task: type[Task]) -> None:
     """Refuse, with one line naming the file, a task whose lm-eval YAMLs do not parse or
     whose probe-set YAMLs (all but the shared ``_*.yaml`` includes) lack a
-    :data:`YAML_FIELDS` key (a group YAML: :data:`GROUP_FIELDS`)."""
+    :data:`YAML_FIELDS` key (a group YAML: :data:`GROUP_FIELDS`), or that has no YAML for
+    one of its probe sets (lm-eval would fail with a KeyError after the model loads)."""
+    defined = set()
     for path in sorted(task.yaml_dir().glob("*.yaml")):
         config = read_yaml(path)
         required = GROUP_FIELDS if "group" in config else YAML_FIELDS
         if not path.name.startswith("_") and (why := missing_field(config, required)):
             raise UserError(f"task YAML {path} {why} (itself or through its include); add it ({YAML_FIX}).")
+        if "group" not in config:
+            defined.add(str(config.get("task")))
+    for probe_set in (*task.forget_sets, *task.neighbor_sets, task.utility_set, *filter(None, [task.name_control_set])):
+        if (name := task.lm_eval_name(probe_set)) not in defined:
+            raise UserError(f"task {task.name!r} has no lm-eval YAML for its probe set {probe_set!r} (one with "
+                            f"`task: {name}` in {task.yaml_dir()}); add it ({YAML_FIX}).")

@@ -3,8 +3,9 @@ prompt formats, greedy/sampled generation and ROC AUC."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
-from typing import Any, Mapping, Sequence, TypeVar
+from typing import Any, Iterable, Mapping, Sequence, TypeVar
 
 import torch
 
@@ -57,20 +58,28 @@ def even_split(items: Sequence[T], n: int) -> list[list[T]]:
 
 
 def select_targets(ids: list[str], wanted: list[str] | None, limit: int | None, task: str,
-                   groups: Mapping[str, list[str]] | None = None, aliases: Mapping[str, str] | None = None) -> list[str]:
+                   groups: Mapping[str, list[str]] | None = None,
+                   aliases: Iterable[tuple[str, str]] = ()) -> list[str]:
     """Targets by id (or by a group name such as a domain, or ``all``; or by an alias such
-    as a short id or a name, matched case-insensitively with ``_`` as a space), else the
-    first ``limit``."""
+    as a short id or a name, matched case-insensitively with ``_`` as a space: ``aliases``
+    are (alias, id) pairs, and an alias of two targets is one line), else the first ``limit``."""
     if limit is not None and limit < 1:
         raise UserError(f"--limit must be at least 1, got {limit}.")
     if not wanted:
         return ids[:limit or DEFAULT_TARGETS]
     groups = {"all": ids, **(groups or {})}
-    names = {_name_key(k): v for k, v in (aliases or {}).items()}
+    names: dict[str, list[str]] = {}
+    for alias, target in aliases:
+        names.setdefault(_name_key(alias), [])
+        if target not in names[_name_key(alias)]:
+            names[_name_key(alias)].append(target)
     chosen: list[str] = []
     for w in wanted:
-        alias = names.get(_name_key(w))
-        hits = groups.get(w, [w] if w in ids else [alias] if alias else [])
+        alias = names.get(_name_key(w), [])
+        if w not in ids and w not in groups and len(alias) > 1:
+            raise UserError(f"{task} target {w!r} names {len(alias)} targets ({', '.join(alias)}); pass one of them "
+                            f"by its full id.")
+        hits = groups.get(w, [w] if w in ids else alias)
         if not hits:
             raise UserError(f"unknown {task} target {w!r}; use an id like {ids[0]!r}, "
                             f"or one of: {', '.join(groups)}.")
@@ -149,3 +158,11 @@ def auroc(negatives: Sequence[float], positives: Sequence[float]) -> float:
         raise ValueError("AUC needs at least one negative and one positive score")
     wins = sum((p > n) + 0.5 * (p == n) for p in positives for n in negatives)
     return wins / (len(positives) * len(negatives))
+
+
+def name_mentions(name: str, neighbours: Sequence[Probe], set_name: str) -> list[Probe]:
+    """The name-mention control of a target called ``name``: its neighbour probes (facts of
+    other people or things, which must stay) asked with the name before them. A method
+    that forgets what is known of the target leaves them as answered as the plain
+    neighbours (locality); one that breaks whatever names the target does not."""
+    return [dataclasses.replace(p, prompt=f"{name}: {p.prompt}", set=set_name) for p in neighbours]

@@ -86,8 +86,29 @@ CASES = [
      "data file {r}/Target/1_Orla_Vantree/loop.json is not a regular file (a folder, a pipe or a broken link); remove it or put the JSON file there."),
     ("TriviaQA answers given as a string", lambda t, r: _trivia_answers_as_text(r),
      "{r}/Target/1_Orla_Vantree/triviaqa.json: 'answers' of 'Q' is a str, not a list of strings; write it as RWKU does, e.g. \"answers\": [\"Paris\"]."),
+    ("a query that is a number", lambda t, r: _corrupt(r, "forget_level2.json", [{"query": 7, "answer": "a"}]),
+     "malformed data file {r}/Target/1_Orla_Vantree/forget_level2.json: row 0 field 'query' is 7, expected text; restore the original file."),
+    ("an answer that is a list (it read as \"['a', 'b']\")",
+     lambda t, r: _corrupt(r, "forget_level1.json", [{"query": "q ___", "answer": ["a", "b"]}]),
+     "malformed data file {r}/Target/1_Orla_Vantree/forget_level1.json: row 0 field 'answer' is [\"a\", \"b\"], expected text; restore the original file."),
+    ("an answer that is NaN (it read as 'nan')",
+     lambda t, r: _corrupt(r, "neighbor_level2.json", [{"query": "q", "answer": float("nan")}]),
+     "malformed data file {r}/Target/1_Orla_Vantree/neighbor_level2.json: row 0 field 'answer' is NaN, expected text; restore the original file."),
+    ("a passage text that is an object", lambda t, r: _corrupt(r, "passage.json", [{"text": {"a": 1}}]),
+     "malformed data file {r}/Target/1_Orla_Vantree/passage.json: row 0 field 'text' is {{\"a\": 1}}, expected text; restore the original file."),
+    ("a retain_mia text that is a number", lambda t, r: _corrupt(r, "retain_mia.json", [{"text": 5}]),
+     "malformed data file {r}/Target/1_Orla_Vantree/retain_mia.json: row 0 field 'text' is 5, expected text; restore the original file."),
+    ("JSON nested 200,000 deep", lambda t, r: _raw(r, "forget_level3.json", "[" * 200_000 + "]" * 200_000),
+     "malformed data file {r}/Target/1_Orla_Vantree/forget_level3.json: nested too deeply to read; restore the original file."),
+    ("more dev targets than the data holds (it advised --limit 1 with --limit 1 given)",
+     lambda t, r: ["--data-dir", str(r), "--limit", "1", "--dev-targets", "1000"],
+     "--dev-targets 1000 leaves no evaluation target (rwku data here holds 5 targets); pass --dev-targets 4 or less."),
+    ("a short id two targets share (it picked the last)", lambda t, r: _twin(r),
+     "RWKU target '1' names 2 targets (1_Orla_Vantree, 1_Orla_Vantree_dup); pass one of them by its full id."),
     ("an embedded model of no width", lambda t, r: ["--model", "embedded:mistral-h0-l0"],
      "bad embedded model spec 'embedded:mistral-h0-l0': hidden must be at least 16 and a multiple of 4, layers at least 1; e.g. embedded:mistral-h64-l2."),
+    ("the cache's models folder is a file (it failed only after teaching)", lambda t, r: _cache_with_file(t, "models"),
+     "the cache's models folder {t}/cache/models is a file; pass a directory."),
     ("empty --output", lambda t, r: ["--output", ""], "--output is empty; pass the results directory, e.g. --output r2f-output."),
     ("model path missing", lambda t, r: ["--model", "./no-such-model"],
      "model path ./no-such-model does not exist; pass a local directory with safetensors weights, or a hub name such as mistralai/Mistral-7B-v0.1."),
@@ -111,6 +132,23 @@ def _trivia_answers_as_text(root: Path) -> list[str]:
     return ["--data-dir", str(root), "--targets", "1"]
 
 
+def _cache_with_file(tmp: Path, kind: str) -> list[str]:
+    (tmp / "cache").mkdir()
+    (tmp / "cache" / kind).write_text("not a folder")
+    os.environ["R2F_BENCH_CACHE"] = str(tmp / "cache")  # the test puts it back
+    return []
+
+
+def _twin(root: Path) -> list[str]:
+    shutil.copytree(first_target(root), first_target(root).with_name("1_Orla_Vantree_dup"))
+    return ["--data-dir", str(root), "--targets", "1"]
+
+
+def _raw(root: Path, name: str, text: str) -> list[str]:
+    (first_target(root) / name).write_text(text)
+    return ["--data-dir", str(root), "--targets", "1"]
+
+
 def _corrupt(root: Path, name: str, data) -> list[str]:
     path = first_target(root) / name
     if data is None:
@@ -124,6 +162,7 @@ def _corrupt(root: Path, name: str, data) -> list[str]:
 def test_bad_input_is_one_line_and_exit_2(case, tmp_path, rwku_copy, capsys, monkeypatch):
     _, argv, message = case
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("R2F_BENCH_CACHE", os.environ["R2F_BENCH_CACHE"])  # put back after a case that moves it
     assert main(RUN + ["--output", str(tmp_path / "out"), *argv(tmp_path, rwku_copy)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ")
@@ -373,7 +412,7 @@ def test_nan_edit_is_a_diverged_record_never_perfect_forgetting(tmp_path):
         rec = run.run_target(run.targets[0])
         # a corrupt cached evaluation of the untouched model is set aside and recomputed
         before = run.evaluator.untouched(run.targets[0])
-        run.evaluator.untouched_path(run.targets[0]).write_text('{"scores": ')
+        run.evaluator.untouched_paths(run.targets[0])["forget_qa"].write_text('[{"score": ')
         assert run.evaluator.untouched(run.targets[0]) == before
         assert any("could not be loaded (JSONDecodeError)" in line for line in said)
     finally:

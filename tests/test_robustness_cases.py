@@ -56,6 +56,8 @@ def test_table_counts_each_target_and_seed_once_keeping_the_newest(tmp_path, cap
     ({"identity_alignment": -3.0}, "metric 'identity_alignment' is -3.0, outside [-1, 1]"),
     ({"seed": True}, "field 'seed' missing or not a int"),
     ({"versions": None}, "field 'versions' missing or not a dict"),
+    ({"params": ["lr", 1]}, "field 'params' is a list, not a dict"),  # a traceback in `table` before
+    ({"models": "m"}, "field 'models' is a str, not a dict"),
     ({"usr": None, "gur": None, "drop": ("usr", "gur", "rap", "identity_alignment", "seconds", "peak_mem_mb")},
      "metric 'usr' missing (an identity without results)"),
 ])
@@ -127,24 +129,26 @@ def light_run(tmp_path, monkeypatch):
     run.weights = Weights(run.model, run.out_dir, run.config.method)
     run.evaluator = evaluate.Evaluator(run, SimpleNamespace(label="stand-in", info={}, tokenizer=None, chat_template=False), run.weights)
 
-    def scores(model, target, forget_only=False):
-        run.evaluations.append(forget_only)
-        return {s: [{"answered": 1.0} for _ in ps] for s, ps in run.probe_sets(target, forget_only).items()}
+    def score_sets(model, sets):
+        run.evaluations.append(set(sets))
+        return {s: [{"answered": 1.0} for _ in ps] for s, ps in sets.items()}
 
-    monkeypatch.setattr(run.evaluator, "scores", scores)
+    monkeypatch.setattr(run.evaluator, "score_sets", score_sets)
     monkeypatch.setattr(evaluate, "finetune", lambda *a, **kw: None)  # RAP's attack changes nothing
     monkeypatch.setattr(run.task, "extra_scores", lambda *a: {})
     return run
 
 
 @pytest.mark.parametrize("kind", ["untouched", "attack"])
-@pytest.mark.parametrize("entry", [{}, [], {"scores": 5, "extra": {}}, {"scores": {"forget_qa": [1]}, "extra": {}}],
-                         ids=["empty object", "array", "scores a number", "rows not objects"])
+@pytest.mark.parametrize("entry", [{}, [], 5, [1], {"forget_qa": [1]}],
+                         ids=["empty object", "empty array", "a number", "rows not objects", "a set's rows not objects"])
 def test_wrong_shape_cache_entries_are_set_aside_and_rebuilt(kind, entry, light_run):
     run, target = light_run, light_run.targets[0]
     read = (lambda: run.evaluator.untouched(target)) if kind == "untouched" else (lambda: run.evaluator.control(target, []))
     first = read()
-    (path,) = [p for p in run.evaluator.untouched_path(target).parent.glob("*.json") if ("attack" in p.name) == (kind == "attack")]
+    path = run.evaluator.untouched_paths(target)["forget_qa"]
+    if kind == "attack":
+        (path,) = path.parent.glob("*-attack-*.json")
     path.write_text(json.dumps(entry))
     assert read() == first and len(run.evaluations) == 2  # rebuilt, never trusted
     assert len(list(path.parent.glob("*.corrupt-*"))) == 1
@@ -278,6 +282,9 @@ def test_a_lock_that_cannot_be_written_is_removed_never_left_empty(tmp_path, mon
 
 
 @pytest.mark.parametrize("returned, message", [
+    (lambda model: {}["no such key"], "method 'fullgrad' (distribution r2f-bench==0.1.0) raised KeyError in unlearn() "
+                                      "on target 1_Orla_Vantree: 'no such key'; its traceback is above (a bug of the "
+                                      "method's: report it to its authors)."),  # before: a bare traceback, no name
     (lambda model: None, "method 'fullgrad' (distribution r2f-bench==0.1.0) returned NoneType from unlearn(), not an "
                          "Edit; return Edit(model, info) (r2f_bench.unlearner)."),
     (lambda model: "model", "method 'fullgrad' (distribution r2f-bench==0.1.0) returned str from unlearn(), not an "
@@ -302,7 +309,7 @@ def test_what_unlearn_returns_is_checked_as_it_returns(returned, message, light_
     monkeypatch.setattr(run.evaluator, "control", lambda target, data: {})
     with pytest.raises(UserError) as exc:
         run.run_target(run.targets[0])
-    assert str(exc.value) == message and run.evaluations == [False]  # nothing evaluated after the edit
+    assert str(exc.value) == message and run.evaluations == [set(run.probe_sets(run.targets[0]))]  # the untouched model's only
 
 
 def test_atomically_written_files_follow_the_umask(tmp_path):
@@ -366,6 +373,12 @@ YAML_CASES = [
     ("missing key", "_rwku_generation.yaml", "tag: rwku\ncustom_dataset: !function utils.load_probes\n",
      "task YAML {d}/rwku_forget_aa.yaml lacks field 'output_type' (itself or through its include); add it (see "
      "docs/tasks.md for the keys a task YAML needs)."),
+    ("include cycle (a RecursionError before)", "_rwku_generation.yaml", "include: rwku_forget_aa.yaml\n",
+     "task YAML {d}/_rwku_generation.yaml includes itself (_rwku_generation.yaml -> rwku_forget_aa.yaml -> "
+     "_rwku_generation.yaml); break the cycle."),
+    ("no YAML for a probe set (lm-eval's KeyError after the model loaded, before)", "rwku_forget_aa.yaml", None,
+     "task 'rwku_broken_yamls' has no lm-eval YAML for its probe set 'forget_fb' (one with `task: "
+     "rwku_broken_yamls_forget_fb` in {d}); add it (see docs/tasks.md for the keys a task YAML needs)."),
 ]
 
 
@@ -381,7 +394,8 @@ def test_an_invalid_task_yaml_is_one_line_when_the_task_is_picked(case, tmp_path
     _, name, text, message = case
     yamls = tmp_path / "yamls"
     shutil.copytree(RWKU.yaml_dir(), yamls, ignore=shutil.ignore_patterns("sample", "*.py", "*.md", "__pycache__"))
-    (yamls / name).write_text(text)
+    if text is not None:
+        (yamls / name).write_text(text)
 
     class BrokenYamls(RWKU):
         name = "rwku_broken_yamls"

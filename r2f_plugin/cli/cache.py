@@ -1,5 +1,5 @@
 """``r2f-bench cache info|clear|build``: what the cache holds (embedded models, untouched-model
-evaluations, fitted decoders, entries set aside as corrupt), emptying it, and teaching the
+evaluations, fitted decoders, knowledge worlds, entries set aside as corrupt), emptying it, and teaching the
 shipped demo models' recipes here to compare them with what ships."""
 
 from __future__ import annotations
@@ -10,10 +10,9 @@ from typing import Any
 from pathlib import Path
 
 from ..errors import UserError
-from ..cache import cache_root
+from ..cache import KINDS, cache_root
 from .options import add_quiet_option, add_seeds_option, say
 
-KINDS = ("models", "evals", "decoders")
 
 
 def _size(path: Path) -> int:

@@ -14,7 +14,8 @@ from ..results.frontier_tables import as_json, write_report
 from ..results.launch import add_launcher_options, launcher
 from ..results.store import Store
 from ..results.sweep import SweepReport, parse_seeds, split_list
-from .options import add_json_option, add_run_options, add_seeds_option, json_stdout, print_json, run_values, say
+from .options import (add_budget_option, add_json_option, add_run_options, add_seeds_option, budget_deadline,
+                      json_stdout, print_json, run_values, say)
 
 DEFAULT_POINTS = 8
 DEFAULT_REFINE = 5
@@ -32,7 +33,7 @@ def run(args: argparse.Namespace) -> dict[str, Any] | None:
     process ran its share under ``accelerate launch``, and the main one tabulates)."""
     launch = launcher(args, say(args))  # a missing submitit or a bad combination fails first
     settings = Settings(split_list(args.methods), args.task, parse_seeds(args.seeds), run_values(args), args.points,
-                        args.refine, args.baseline, args.keep_going)
+                        args.refine, args.baseline, args.keep_going, budget_deadline(args))
     measured = run_frontier(settings, launch, say(args))
     if isinstance(measured, SweepReport):
         print(f"this process ran its share of the first round ({measured.assigned} of {measured.planned} jobs) "
@@ -67,6 +68,8 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--out-dir", default=None, help="where to write frontier.png and the tables (default <output>/frontier)")
     p.add_argument("--keep-going", action="store_true",
                    help="run the remaining jobs when one fails (its targets count as failures)")
+    add_budget_option(p, "the shipped defaults first, then the strengths from the weakest up, one method after "
+                         "another")
     add_json_option(p, "every method's points, summaries, paired differences and tiers")
     add_launcher_options(p, no_wait=False)  # each round's jobs as one array; the rounds read the store in between
     p.set_defaults(func=frontier_command, output="r2f-frontier")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import signal
 import sys
@@ -14,11 +15,11 @@ from typing import Any, Callable, Iterator
 from ..errors import Terminated, UserError
 from ..plugins import registry
 from ..progress import set_quiet
-from . import cache, frontier, listing, plot, sweep, table, tune
+from . import cache, frontier, listing, plot, scan, sweep, table, tune
 from .options import add_run_options
 from .run import cmd_run
 
-BUILT_IN = (listing, cache, tune, sweep, frontier, table, plot)
+BUILT_IN = (listing, scan, cache, tune, sweep, frontier, table, plot)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -71,11 +72,12 @@ def sigterm_unwinds() -> Iterator[None]:
 
 def guarded(command: Callable[[], None]) -> int:
     """Run an entry point's command: a UserError prints one line and exits 2, Ctrl-C exits 130,
-    SIGTERM 143, a closed pipe on stdout exits 141 (as a shell reports SIGPIPE), each without
-    a traceback."""
+    SIGTERM 143, a closed pipe on stdout exits 141 (as a shell reports SIGPIPE), a full stdout
+    exits 2, each without a traceback."""
     try:
         with sigterm_unwinds():
             command()
+            sys.stdout.flush()  # a full or failing stdout shows here, not as a traceback at exit
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -88,6 +90,13 @@ def guarded(command: Callable[[], None]) -> int:
     except BrokenPipeError:  # the reader went away (`r2f-bench methods | head`): stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EIO, errno.EFBIG):
+            raise
+        # what stdout could not take (`r2f-bench tasks > /dev/full`); files are written atomically and say so themselves
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        print(f"error: cannot write the output ({exc.strerror}); free space or send it elsewhere.", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from contextlib import contextmanager, redirect_stdout
 from typing import Any, Iterator, TextIO
 
@@ -51,6 +52,20 @@ def _add(p: argparse.ArgumentParser, opt: Option, text: str, default: Any) -> No
 def add_seeds_option(p: argparse.ArgumentParser, what: str = "the replicates to run") -> None:
     """``--seeds``: the run seeds (replicates) a many-run command covers (see ``--seed``)."""
     p.add_argument("--seeds", default="0", help=f"{what}, e.g. 0,1,2 or 0-4 (default 0)")
+
+
+def add_budget_option(p: argparse.ArgumentParser, order: str) -> None:
+    """``--budget``: after the first job, the rest's estimate; jobs past the budget are not run."""
+    p.add_argument("--budget", default=None, metavar="DURATION",
+                   help=f"time for this command, e.g. 8h or 90m: after the first job the rest is estimated from it and "
+                        f"{order}, only what fits is run (default: no limit; the estimate is printed anyway)")
+
+
+def budget_deadline(args: argparse.Namespace) -> float | None:
+    """The ``time.time()`` by which ``--budget`` ends (``None``: no budget); a bad duration is one line."""
+    from ..results.estimate import parse_duration
+
+    return time.time() + parse_duration(args.budget) if getattr(args, "budget", None) else None
 
 
 def add_quiet_option(p: argparse.ArgumentParser) -> None:

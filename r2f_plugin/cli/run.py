@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..engine.metrics import ANSWERED_NOTE, legend
+from ..engine.metrics import ANSWERED_NOTE, BY_TASK, legend
 from ..plugins import registry
 from ..results.store import Store
 from ..results.sweep import Job, execute
@@ -18,17 +18,17 @@ from ..results.tables import ALIGNMENT_NOTE, NA_NOTE, SEEN_NOTE
 from ..results.tune import DEFAULT_MIN_GUR
 from .options import run_config, say
 
-RESULT_COLUMNS = ("usr", "usr_seen", "gur", "locality", "rap", "rap_control", "identity_alignment", "seconds",
-                  "peak_mem_mb")
+RESULT_COLUMNS = ("usr", "usr_seen", "gur", "locality", "name_control", "rap", "rap_control", "identity_alignment",
+                  "seconds", "peak_mem_mb")
 # the record field holding the number of items each metric rests on ("a.b": nested)
 ITEMS = {"usr": "known_forget_probes", "rap_control": "known_forget_probes", "rap": "forgotten_forget_probes",
-         "gur": "n.utility", "locality": "n.locality",
+         "gur": "n.utility", "locality": "n.locality", "name_control": "n.name_control",
          "identity_alignment": "n.identity_prompts"}
 COLLAPSED_GUR = 20.0  # below it a model has lost most of what it could do: a USR there means nothing
 FEW_ITEMS = 10  # cells resting on fewer items are flagged: one item moves a share by more than 10 points
 ITEMS_NOTE = ("(n=k): the items a cell rests on: the known held-out forget probes (usr, rap_control), the forgotten "
-              "ones (rap), utility items (gur), neighbour probes (locality), general prompts (identity_alignment); "
-              f"*: fewer than {FEW_ITEMS} items, too few to read as a rate")
+              "ones (rap), utility items (gur), neighbour probes (locality, name_control), general prompts "
+              f"(identity_alignment); *: fewer than {FEW_ITEMS} items, too few to read as a rate")
 
 
 def cmd_run(args: argparse.Namespace) -> None:
@@ -72,10 +72,10 @@ def plural(n: int, noun: str) -> str:
 def summary(records: list[dict], columns: tuple[str, ...] = RESULT_COLUMNS) -> str:
     """A plain table of the headline metrics, one row per target, each share with the items
     it rests on, and a legend. The headline columns always show (``n/a`` where undefined);
-    a method's own columns only where some record has them."""
+    a method's own columns, and those only some tasks have, only where some record has them."""
     if not records:
         return "no results"
-    cols = [c for c in columns if c in RESULT_COLUMNS or any(r.get(c) is not None for r in records)]
+    cols = [c for c in columns if c in RESULT_COLUMNS and c not in BY_TASK or any(r.get(c) is not None for r in records)]
     head = ["target"] + cols
     rows = [[r["target"]] + [_cell(r, c) for c in cols] for r in records]
     widths = [max(len(str(x)) for x in col) for col in zip(head, *rows)]

@@ -15,7 +15,8 @@ from ..results.launch import add_launcher_options, launcher
 from ..results.store import Store
 from ..results.sweep import (ABLATION_METHOD, ABLATIONS, execute, expand, parse_seeds, plan, process_tag, shard,
                              split_list)
-from .options import add_quiet_option, add_seeds_option, add_sweep_run_options, run_values, say
+from .options import (add_budget_option, add_quiet_option, add_seeds_option, add_sweep_run_options,
+                      budget_deadline, run_values, say)
 
 
 def _add_arguments(p: argparse.ArgumentParser) -> None:
@@ -29,6 +30,7 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     add_sweep_run_options(p)
     p.add_argument("--keep-going", action="store_true", help="run the remaining jobs when one fails")
     p.add_argument("--dry-run", action="store_true", help="print the plan and this process's share; run nothing")
+    add_budget_option(p, "the jobs, in plan order")
     add_quiet_option(p)
     add_launcher_options(p)
 
@@ -37,6 +39,7 @@ def sweep_command(args: argparse.Namespace) -> None:
     """Handler of ``r2f-bench sweep`` and ``python -m r2f_bench.results.sweep``."""
 
     launch = launcher(args, say(args))  # a missing submitit or a bad combination fails first
+    deadline = budget_deadline(args)
     if args.methods is None:
         methods = [ABLATION_METHOD] if args.ablation else ["all"]
     else:
@@ -58,13 +61,19 @@ def sweep_command(args: argparse.Namespace) -> None:
             print(f"{len(jobs)} jobs planned; * = taken by process {process[0] + 1} of {process[1]}")
             return
         report = execute(jobs, args.output, process=process, keep_going=args.keep_going,
-                         progress=say(args))
+                         progress=say(args), deadline=deadline)
     finally:
         release_process_group()
     print(f"{process_tag(process)}sweep: {report.assigned} of {report.planned} jobs here; {report.ran} targets run, "
-           f"{report.skipped} already done; results in {Store(args.output).jobs}")
+           f"{report.skipped} already done{known_note(report)}; results in {Store(args.output).jobs}")
     if report.failed:
         raise UserError(f"{len(report.failed)} job(s) failed ({'; '.join(report.failed)}); fix and re-run the same command to resume.")
+
+
+def known_note(report: Any) -> str:
+    """The sweep line's note of targets --min-known skipped and jobs --budget cut (empty: none)."""
+    n, cut = report.too_little_known, len(report.cut)
+    return (f", {n} skipped by --min-known" if n else "") + (f", {cut} jobs left out by --budget" if cut else "")
 
 
 def submit_sweep(args: argparse.Namespace, launch: Any, jobs: list) -> None:
@@ -80,7 +89,7 @@ def submit_sweep(args: argparse.Namespace, launch: Any, jobs: list) -> None:
         return
     report = launch.wait(jobs, submitted)
     print(f"sweep: {report.planned} jobs as {launch.describe(submitted)}; {report.ran} targets run, "
-          f"{report.skipped} already done; results in {Store(args.output).jobs}")
+          f"{report.skipped} already done{known_note(report)}; results in {Store(args.output).jobs}")
     if report.failed:
         raise UserError(f"{len(report.failed)} job(s) failed ({'; '.join(report.failed)}); fix and re-run the same "
                         f"command to resume.")

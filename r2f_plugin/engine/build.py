@@ -14,7 +14,8 @@ from ..errors import UserError
 from ..training.gradients import linear_modules
 from ..unlearner import Proxy
 from . import protocol
-from .models import DEFAULT_PROXY, DEFAULT_MODEL, EmbeddedSpec, dispatch, dtype_of, embedded_model, hf_model, weights_key
+from .models import (DEFAULT_PROXY, DEFAULT_MODEL, EmbeddedSpec, cut_to_first_layers, dispatch, dtype_of, embedded_model,
+                     first_layers_of, hf_model, weights_key)
 from .plan import Plan
 from .views import build_views, make_paraphraser
 
@@ -66,17 +67,26 @@ def build_model(plan: Plan, spec: str, default: EmbeddedSpec,
         model = model.to(dtype_of(config.dtype))
         model = dispatch(model, config.device_map) if config.device_map else model
         return model, tok, f"{info['label']} ({taught_label(info)})", info
-    model, tok = hf_model(spec, trust_remote_code=config.trust_remote_code, dtype=config.dtype,
-                          device_map=config.device_map, progress=plan.progress)
-    return (model if config.device_map else model.to(device)), tok, spec, {}
+    model, tok, key = hf_model(spec, trust_remote_code=config.trust_remote_code, dtype=config.dtype,
+                               device_map=config.device_map, progress=plan.progress)
+    return (model if config.device_map else model.to(device)), tok, spec, {"key": key}
 
 
-def build_proxy(plan: Plan, device: torch.device) -> Proxy:
+def build_proxy(plan: Plan, device: torch.device, model_label: str, model_key: str) -> Proxy:
     """The --proxy model, built on first use. Its key says what determines its weights
     before it is built: for an embedded model the key of its weights (a shipped model's
-    hash, else its build key: architecture, seed, taught facts), else its name or path."""
+    hash, else its build key: architecture, seed, taught facts); for ``first-layers:N`` the
+    model's own key (its untouched weights, loaded again and cut); else its name or path."""
     spec = plan.config.proxy
     es = embedded_spec(spec, DEFAULT_PROXY)
+    if (n := first_layers_of(spec)) is not None:
+        config = plan.config
+
+        def cut() -> tuple[torch.nn.Module, Any]:
+            model, tok = build_model(plan, config.model, DEFAULT_MODEL, device)[:2]
+            return cut_to_first_layers(model, n, config.model), tok
+
+        return Proxy(f"{model_label}, first {n} layers", f"{spec}@{model_key}", cut)
     if es is None:
         label = key = spec
     else:
@@ -94,7 +104,8 @@ def build_models(plan: Plan, device: torch.device) -> Built:
     if config.target_modules:
         linear_modules(model, config.target_modules)
     paraphraser = make_paraphraser(config.paraphraser, model, tok, plan.bench.alternatives)
-    proxy = build_proxy(plan, device) if plan.method_cls.uses_proxy else None
+    proxy = build_proxy(plan, device, label, info.get("key", label)) \
+        if plan.method_cls and plan.method_cls.uses_proxy else None
     taught = config.model.startswith("embedded")
     knowledge = {"embedded": taught, "taught_strings": taught and plan.knowledge()[0].strings,
                  "never_taught_answered": info.get("never_taught_answered")}

@@ -79,7 +79,8 @@ class RunConfig:
     model: str = field(default="embedded", metadata=option(
         "the model to edit: hub name, local path, or embedded[:family-hH-lL] (default: the embedded demo model)", sweep="each"))
     proxy: str = field(default="embedded-proxy", metadata=option(
-        "proxy model, for methods that use one (R2F's decoder): hub name, local path, or embedded:family-hH-lL",
+        "proxy model, for methods that use one (R2F's decoder): hub name, local path, embedded:family-hH-lL, or "
+        "first-layers:N (the --model's own first N decoder layers, cut from its untouched weights)",
         sweep="each"))
     data_dir: str | None = field(default=None, metadata=option(
         "benchmark data in its official layout: a local folder, or hf:<owner>/<dataset> to download it "
@@ -101,6 +102,9 @@ class RunConfig:
         "default; probes, its FB cloze facts); see docs/tasks.md"))
     retain_items: int = field(default=64, metadata=option(  # the same number in both splits
         "retain items each request carries, sampled with --seed (default %(default)s)", least=0))
+    min_known: int = field(default=0, metadata=option(  # decides which targets get records, not what they hold
+        "skip a target whose untouched model knows fewer of its held-out forget probes, with a line saying so "
+        "(default %(default)s: run every target; `r2f-bench scan` counts them per target)", least=0))
     rap_steps: int = field(default=5, metadata=option(
         "steps of RAP's relearning attack after each deletion (default %(default)s); 0: no attack, RAP and its "
         "control are not measured (n/a), e.g. when the attack's optimiser state does not fit beside the model",

@@ -23,6 +23,10 @@ definitions, used for every method and task:
   nothing: an untrained model's 2 % becoming 19 % would read as 955 %);
 * **locality** (%, higher is better): the same ratio on the neighbour probes (facts
   next to the target that must stay);
+* **name control** (``name_control``, %, higher is better): the same ratio on the
+  neighbour probes asked with the target's name before each (:data:`~r2f_bench.task.NAME_CONTROL`):
+  a method that removes what is known of the target leaves it where Locality is; one that
+  suppresses whatever names the target (USR bought by breaking the name) drops it below;
 * **RAP** (relearning attack precision, %, lower is better): after a short
   fine-tune of the unlearned model on paraphrased views of half the request's facts,
   the share of the *forgotten* held-out probes (answered before, not after unlearning)
@@ -40,7 +44,7 @@ definitions, used for every method and task:
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -56,6 +60,9 @@ DEFINITIONS: dict[str, tuple[str, str, str]] = {
     "usr_seen": ("USR seen", "%", "the same on the request's own strings"),
     "gur": ("GUR", "%", "general utility score after unlearning, as a share of before"),
     "locality": ("Locality", "%", "neighbour-probe score after unlearning, as a share of before"),
+    "name_control": ("Name ctrl", "%", "the same neighbour probes with the target's name before each, after unlearning "
+                                       "as a share of before: below Locality, the method breaks what merely names the "
+                                       "target"),
     "rap": ("RAP", "%", "of the forgotten held-out probes, the share a short relearning fine-tune brings back (lower is better)"),
     "rap_control": ("RAP control", "%", "of the known held-out probes, the share the untouched model still answers after the same fine-tune"),
     "identity_alignment": ("ID-align", "cosine", "similarity of next-token distributions to the untouched model's "
@@ -64,6 +71,7 @@ DEFINITIONS: dict[str, tuple[str, str, str]] = {
     "peak_mem_mb": ("Peak mem", "MB", "peak memory above the loaded model during one deletion"),
     "grad_cosine": ("Grad cosine", "cosine", "decoded vs exact full gradient of the request (R2F's diagnostic)"),
 }
+BY_TASK = ("name_control",)  # metrics only some tasks define (Task.name_control_set): shown where a record has one
 ANSWERED_NOTE = (f"A probe is answered when the ROUGE-L recall of its reference in the greedy answer is at least "
                  f"{ANSWERED_RECALL} (multiple choice: the correct choice is the most likely); a forget probe its own "
                  f"prompt would answer (its reference is in the question) never counts as known.")
@@ -153,34 +161,39 @@ def retention(before: float, after: float, floor: float = 0.0) -> float | None:
     return 100.0 * after / before
 
 
+def _batches(tokenizer: Any, prompts: Sequence[str], batch_size: int) -> Iterator[dict[str, torch.Tensor]]:
+    """The tokenised batches identity alignment scores (left or right padded as the
+    tokenizer pads; at most 64 tokens a prompt)."""
+    for i in range(0, len(prompts), batch_size):
+        yield tokenizer(list(prompts[i:i + batch_size]), return_tensors="pt", padding=True, truncation=True,
+                        max_length=64)
+
+
+def positions(tokenizer: Any, prompts: Sequence[str], batch_size: int = 16) -> list[int]:
+    """Per batch of ``prompts``: the prompt positions identity alignment compares (its rows)."""
+    return [int(enc["attention_mask"].sum()) for enc in _batches(tokenizer, prompts, batch_size)]
+
+
 @torch.no_grad()
-def _distributions(model: torch.nn.Module, tokenizer: Any, prompts: Sequence[str],
-                   batch_size: int) -> Iterator[torch.Tensor]:
+def distributions(model: torch.nn.Module, tokenizer: Any, prompts: Sequence[str],
+                  batch_size: int = 16) -> Iterator[torch.Tensor]:
     """Per batch of ``prompts``: the model's next-token distribution at every prompt position
     (rows: the batch's unpadded positions in order; float32), one batch at a time."""
     device = next(model.parameters()).device
-    for i in range(0, len(prompts), batch_size):
-        enc = tokenizer(list(prompts[i:i + batch_size]), return_tensors="pt", padding=True,
-                        truncation=True, max_length=64).to(device)
+    for enc in _batches(tokenizer, prompts, batch_size):
+        enc = enc.to(device)
         yield F.softmax(model(**enc).logits.float(), dim=-1)[enc["attention_mask"].bool()]
 
 
-def next_token_distributions(model: torch.nn.Module, tokenizer: Any, prompts: Sequence[str],
-                             batch_size: int = 16) -> list[torch.Tensor]:
-    """Per batch of ``prompts``: the model's next-token distribution at every prompt position
-    (rows: the batch's unpadded positions in order; float32)."""
-    return list(_distributions(model, tokenizer, prompts, batch_size))
-
-
-def identity_alignment(original: list[torch.Tensor], edited: torch.nn.Module, tokenizer: Any,
+def identity_alignment(original: Iterable[torch.Tensor], edited: torch.nn.Module, tokenizer: Any,
                        prompts: Sequence[str], batch_size: int = 16) -> float:
     """Identity alignment: mean cosine similarity of the edited model's next-token distributions
-    to the untouched model's (``original``, from :func:`next_token_distributions` on the same
-    prompts) over all prompt positions. The edited model's are compared batch by batch and
-    dropped, so only the untouched model's are held (a full vocabulary per position: 6 GB
-    for SmolLM2's 49k-token vocabulary on 500 prompts)."""
-    sims = [F.cosine_similarity(p, q, dim=-1)
-            for p, q in zip(original, _distributions(edited, tokenizer, prompts, batch_size))]
+    to the untouched model's (``original``, per batch as :func:`distributions` gives them on
+    the same prompts) over all prompt positions. Batch by batch: neither model's
+    distributions are held whole (a full vocabulary per position: 6 GB for SmolLM2's 49k
+    tokens on 500 prompts)."""
+    sims = [F.cosine_similarity(p.to(q.device), q, dim=-1)
+            for p, q in zip(original, distributions(edited, tokenizer, prompts, batch_size), strict=True)]
     return float(torch.cat(sims).mean())
 
 

@@ -367,6 +367,55 @@ def check_model_path(name_or_path: str) -> None:
                         f"or a hub name such as mistralai/Mistral-7B-v0.1.")
 
 
+def pretrained_key(model: torch.nn.Module, loaded_from: str) -> str:
+    """The key of a loaded model's weights (what evaluations of it are cached by): the bytes
+    of a local folder's weight and config files, else the hub name at its commit."""
+    folder = Path(loaded_from)
+    if not folder.is_dir():
+        return f"hub:{loaded_from}@{getattr(model.config, '_commit_hash', None)}"
+    digest = hashlib.sha256()
+    for path in sorted(p for p in folder.iterdir() if p.suffix in (".safetensors", ".json") and p.is_file()):
+        digest.update(path.name.encode())
+        with path.open("rb") as f:
+            while chunk := f.read(1 << 24):
+                digest.update(chunk)
+    return digest.hexdigest()[:16]
+
+
+FIRST_LAYERS = "first-layers:"  # --proxy first-layers:N: the model's own first N decoder layers
+
+
+def first_layers_of(spec: str) -> int | None:
+    """N of a ``first-layers:N`` proxy spec (``None``: another spec); one line if N is no
+    positive integer."""
+    if not spec.startswith(FIRST_LAYERS):
+        return None
+    text = spec[len(FIRST_LAYERS):]
+    if not text.isdigit() or int(text) < 1:
+        raise UserError(f"--proxy {spec}: N in first-layers:N is the number of the model's decoder layers the proxy "
+                        f"keeps, a positive integer; e.g. first-layers:8.")
+    return int(text)
+
+
+def cut_to_first_layers(model: torch.nn.Module, n: int, name: str) -> torch.nn.Module:
+    """``model`` cut in place to its first ``n`` decoder layers, its embeddings, final norm and
+    head kept: a shallower model of the same family, widths and tokenizer (a proxy). The
+    layers are the module list as long as ``config.num_hidden_layers``."""
+    config = model.config
+    total = config.num_hidden_layers
+    lists = [(parent, attr) for parent in model.modules() for attr, child in parent.named_children()
+             if isinstance(child, torch.nn.ModuleList) and len(child) == total]
+    if len(lists) != 1:
+        raise UserError(f"cannot find the decoder layers of {name} ({type(model).__name__}) to cut; pass a smaller "
+                        f"model of its family as --proxy instead.")
+    if not 1 <= n < total:
+        raise UserError(f"--proxy first-layers:{n}: {name} has {total} decoder layers; keep between 1 and {total - 1}.")
+    parent, attr = lists[0]
+    setattr(parent, attr, torch.nn.ModuleList(list(getattr(parent, attr))[:n]))
+    config.num_hidden_layers = n
+    if isinstance(getattr(config, "layer_types", None), list):
+        config.layer_types = config.layer_types[:n]
+    return model
 
 
 def dtype_of(name: str) -> torch.dtype:
@@ -376,9 +425,10 @@ def dtype_of(name: str) -> torch.dtype:
 
 
 def hf_model(name_or_path: str, trust_remote_code: bool = False, dtype: str = "float32",
-             device_map: str | None = None, progress: Callable[[str], None] = print) -> tuple[torch.nn.Module, Any]:
+             device_map: str | None = None, progress: Callable[[str], None] = print) -> tuple[torch.nn.Module, Any, str]:
     """Load a Hugging Face causal LM and its tokenizer by hub name, local path or GGUF
-    file (converted once into a cached safetensors folder, :mod:`.gguf_models`).
+    file (converted once into a cached safetensors folder, :mod:`.gguf_models`), and the
+    key of its weights (:func:`pretrained_key`).
 
     With ``device_map`` (``auto``, ``balanced``, ``sequential``) Accelerate's big-model
     loading places the layers across the available GPUs (then CPU) as they are read,
@@ -402,7 +452,7 @@ def hf_model(name_or_path: str, trust_remote_code: bool = False, dtype: str = "f
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
     tok.padding_side = "left"
-    return model.eval(), tok
+    return model.eval(), tok, pretrained_key(model, name_or_path)
 
 
 def dispatch(model: torch.nn.Module, device_map: str | dict[str, Any], force_hooks: bool = False) -> torch.nn.Module:

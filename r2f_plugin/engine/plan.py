@@ -15,14 +15,14 @@ import torch
 
 from .. import __version__
 from ..atomic import check_writable
-from ..cache import cache_root
+from ..cache import check_cache
 from ..data import Benchmark, Probe, Target, Teaching
 from ..errors import UserError
 from ..plugins import registry
-from ..task import HELD_OUT, LOCALITY, SEEN
+from ..task import HELD_OUT, LOCALITY, NAME_CONTROL, SEEN
 from . import protocol
 from .config import SPLITS, RunConfig, check_bounds
-from .models import EmbeddedSpec, check_model_path
+from .models import EmbeddedSpec, check_model_path, first_layers_of
 from .views import check_paraphraser
 
 
@@ -55,7 +55,8 @@ class Plan:
     a bad option, loads the benchmark and picks the targets the run scores.
 
     ``config`` (completed: capped ``threads``, the task's default ``forget_source``),
-    ``task``, ``method_cls`` and ``params``, ``bench`` (the loaded data), ``split`` (the
+    ``task``, ``method_cls`` and ``params`` (``None`` for a plan that runs no method:
+    ``config.method`` empty, e.g. the knowledge scan), ``bench`` (the loaded data), ``split`` (the
     targets scored and the dev targets methods fit on), ``targets`` (those of the split
     that can be scored) and ``out_dir``.
     """
@@ -63,14 +64,14 @@ class Plan:
     def __init__(self, config: RunConfig, progress: Callable[[str], None] = print) -> None:
         self.config, self.progress = config, progress
         reg = registry()
-        self.method_cls = reg.method(config.method)
+        self.method_cls = reg.method(config.method) if config.method else None
         self.task = reg.task(config.task)()
-        self.params = self.method_cls.parse_params(config.params)
+        self.params = self.method_cls.parse_params(config.params) if self.method_cls else None
         if config.split not in SPLITS:
             raise UserError(f"unknown split {config.split!r}; use {' or '.join(SPLITS)}.")
         check_bounds(config)
         check_paraphraser(config.paraphraser)
-        for spec in (config.model, config.proxy):
+        for spec in (config.model,) if first_layers_of(config.proxy) is not None else (config.model, config.proxy):
             if not spec.startswith("embedded"):
                 check_model_path(spec)
             elif spec not in ("embedded", "embedded-proxy"):
@@ -79,16 +80,17 @@ class Plan:
             raise UserError("--output is empty; pass the results directory, e.g. --output r2f-output.")
         self.out_dir = Path(config.output)
         check_writable(self.out_dir)
-        check_writable(cache_root(), "the cache (R2F_BENCH_CACHE)")
+        check_cache()
         config.threads = capped_threads(config.threads, progress)
-        if config.save_model:
+        if config.save_model and self.method_cls:
             if not self.method_cls.edits_weights:
                 raise UserError(f"method {config.method!r} edits no weights (it wraps the model at inference), so "
                                 f"there is no checkpoint to save; drop --save-model.")
             check_writable(Path(config.save_model), "--save-model")
         self._versions = {"r2f-bench": __version__, "torch": torch.__version__,
-                          f"method:{config.method}": reg.version_of("method", config.method),
                           f"task:{config.task}": reg.version_of("task", config.task)}
+        if self.method_cls:
+            self._versions[f"method:{config.method}"] = reg.version_of("method", config.method)
         if config.forget_source is not None and config.forget_source not in self.task.forget_sources:
             choices = ", ".join(self.task.forget_sources) or "none: it has one kind of request"
             raise UserError(f"task {config.task!r} has no forget source {config.forget_source!r}; choices: {choices}.")
@@ -134,6 +136,9 @@ class Plan:
         if c.limit is None or have >= c.dev_targets:
             return
         total = len(self.bench.targets) + have
+        if total - c.dev_targets < 1:  # no --limit helps: the data cannot hold them beside one evaluation target
+            raise UserError(f"--dev-targets {c.dev_targets} leaves no evaluation target ({c.task} data here holds {total} "
+                            f"targets); pass --dev-targets {total - 1} or less.")
         raise UserError(f"--limit {c.limit} leaves {have} of the {c.dev_targets} dev targets ({c.task} data here holds "
                         f"{total} targets); pass --limit {max(total - c.dev_targets, 1)} or less, or --dev-targets {have}.")
 
@@ -152,15 +157,16 @@ class Plan:
     def roles(self, target: Target) -> dict[str, list[str]]:
         """The target's non-empty probe sets by role (:data:`~r2f_bench.task.ROLES`):
         ``held_out`` forget sets (the headline USR), ``seen`` sets (the request's own
-        strings) and ``locality`` (neighbour) sets."""
+        strings), ``locality`` (neighbour) sets and the ``name_control`` set."""
         sets = [s for s, ps in target.probes.items() if ps]
-        return {role: [s for s in sets if self.task.role(s, self.bench) == role] for role in (HELD_OUT, SEEN, LOCALITY)}
+        return {role: [s for s in sets if self.task.role(s, self.bench) == role]
+                for role in (HELD_OUT, SEEN, LOCALITY, NAME_CONTROL)}
 
     def probe_sets(self, target: Target, forget_only: bool = False) -> dict[str, list[Probe]]:
         """The probe sets a model is scored on for ``target``: its forget sets, then (unless
-        ``forget_only``) its locality sets and the task's utility set."""
+        ``forget_only``) its locality and name-control sets and the task's utility set."""
         roles = self.roles(target)
-        names = roles[HELD_OUT] + roles[SEEN] + ([] if forget_only else roles[LOCALITY])
+        names = roles[HELD_OUT] + roles[SEEN] + ([] if forget_only else roles[LOCALITY] + roles[NAME_CONTROL])
         sets = {s: target.probes[s] for s in names}
         if not forget_only:
             sets[self.task.utility_set] = self.bench.utility

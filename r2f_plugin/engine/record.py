@@ -13,7 +13,7 @@ import torch
 from ..cost import TARGET_PHASES, Cost
 from ..data import ForgetRequest, Target
 from ..jsontext import json_safe
-from ..task import ACC, ANSWERED, HELD_OUT, LOCALITY, SCORE, SEEN
+from ..task import ACC, ANSWERED, HELD_OUT, LOCALITY, NAME_CONTROL, SCORE, SEEN
 from .build import Built
 from .metrics import MIN_UTILITY, echo_answerable, kept, mean, pooled, recovery, retention, usr
 from .plan import Plan
@@ -100,8 +100,8 @@ class Recorder:
         config = self.plan.config
         return json_safe({"method": config.method, "task": config.task, "target": target.id,
                           "seed": config.seed, "status": "diverged",
-                          **{m: None for m in ("usr", "usr_seen", "gur", "locality", "rap", "rap_control",
-                                              "identity_alignment")},
+                          **{m: None for m in ("usr", "usr_seen", "gur", "locality", "name_control", "rap",
+                                               "rap_control", "identity_alignment")},
                           "seconds": cost.seconds, "peak_mem_mb": cost.peak_mem_mb, "info": info, **stated})
 
     def record(self, target: Target, request: ForgetRequest, m: Measured, cost: Cost, info: dict,
@@ -118,8 +118,9 @@ class Recorder:
             return {s: f(self.known(target, b_scores, s), *(answered(x, s) for x in scores), chance(s)) for s in sets}
 
         by_level = rate(usr, held_out, m.after)
-        locality = [p for s in roles[LOCALITY] for p in b_scores.get(s, [])]
-        locality_after = [p for s in roles[LOCALITY] for p in m.after.get(s, [])]
+        rows = lambda scores, role: [p for s in roles[role] for p in scores.get(s, [])]
+        locality, locality_after = rows(b_scores, LOCALITY), rows(m.after, LOCALITY)
+        named, named_after = rows(b_scores, NAME_CONTROL), rows(m.after, NAME_CONTROL)
         set_before = {s: score(rows) for s, rows in b_scores.items()}
         set_after = {s: score(rows) for s, rows in m.after.items()}
         record = {
@@ -130,6 +131,7 @@ class Recorder:
             "usr_by_level": by_level,
             "gur": self.gur(set_before[util], set_after[util]),
             "locality": retention(score(locality), score(locality_after)) if locality else None,
+            "name_control": retention(score(named), score(named_after)) if named else None,
             "rap": pooled(rate(recovery, held_out, m.after, m.relearned), forgotten) if m.relearned is not None else None,
             "rap_control": pooled(rate(kept, held_out, m.control), known) if m.control is not None else None,
             "identity_alignment": m.alignment,
@@ -139,7 +141,8 @@ class Recorder:
             "forget_probes": sum(len(b_scores.get(s, [])) for s in held_out),
             "echo_forget_probes": sum(echo_answerable(p) for s in held_out for p in target.probes[s]),
             "n": {"utility": len(plan.bench.utility), "identity_prompts": len(plan.bench.general_prompts),
-                  "locality": len(locality), "request": len(request.facts), "retain": len(request.retain)},
+                  "locality": len(locality), "name_control": len(named), "request": len(request.facts),
+                  "retain": len(request.retain)},
             "roles": roles,
             "official": {"before": {**task.official_scores(set_before), **m.before["extra"]},
                          "after": {**task.official_scores(set_after), **m.extra_after}},

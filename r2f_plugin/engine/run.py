@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import time
+import traceback
 from pathlib import Path
 from typing import Any, Callable
 
@@ -35,6 +36,7 @@ from .evaluate import Evaluator
 from .models import write_pretrained
 from .plan import Plan
 from .record import Measured, Recorder, provenance
+from .scan import known_of
 from .weights import Weights
 
 
@@ -95,14 +97,23 @@ class Run(Plan):
         self.prepare()  # views may come from the model itself (--paraphraser self)
         return forget_request(self, self._built, target)
 
-    def run_target(self, target: Target) -> dict[str, Any]:
-        """Unlearn one target and return its result record, with the wall seconds of each phase.
+    def run_target(self, target: Target) -> dict[str, Any] | None:
+        """Unlearn one target and return its result record, with the wall seconds of each phase
+        (``None``, with a line, for a target the untouched model knows too little of: ``--min-known``).
 
         The untouched model's scores and RAP's control (both cached) come first, then the
         deletion, the edited model's scores, and RAP's attack on the edited model last; then
         the model is put back where the next deletion starts (phase ``restore``)."""
         self.prepare()
         t0, spent = time.time(), {}
+        if self.config.min_known:
+            with timed(spent, "untouched"):
+                known = known_of(self, target, self.evaluator.untouched(target, forget_only=True)["scores"])
+            if known.total < self.config.min_known:
+                self.progress(f"skipping target {target.id}: the untouched model knows {known.total} of its "
+                              f"{sum(known.probes.values())} held-out forget probes, fewer than --min-known "
+                              f"{self.config.min_known}; the other targets run")
+                return None
         request = self.request(target)
         try:
             return self._run_target(target, request, t0, spent)
@@ -166,16 +177,33 @@ class Run(Plan):
             model = self.weights.edited()
             self.progress(f"{self.config.method} on {target.id}: unlearning")
             with measure(self.device) as cost:
-                edit = self.checked(self.method.unlearn(model, request, self.ctx))
+                edit = self.checked(self._call_unlearn(model, request, target))
             computed = [*edit.model.parameters(), *(b for b in edit.model.buffers() if b.is_floating_point())]
             if not all(torch.isfinite(t).all() for t in computed):
                 return edit, cost, None
             return edit, cost, {**edit.info, **diagnostics}
 
+    def _origin(self) -> str:
+        """The method as an error names it: its name and the distribution it comes from."""
+        return f"method {self.config.method!r} (distribution {self.versions()[f'method:{self.config.method}']})"
+
+    def _call_unlearn(self, model: torch.nn.Module, request: ForgetRequest, target: Target) -> Any:
+        """``unlearn()``; an exception it raises is the method's bug: its traceback, then one
+        line naming the method and the target (a UserError or an interrupt passes through)."""
+        try:
+            return self.method.unlearn(model, request, self.ctx)
+        except UserError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a plugin's bug, named
+            self.progress(traceback.format_exc().rstrip())
+            first = (str(exc).strip().splitlines() or [""])[0][:200]
+            raise UserError(f"{self._origin()} raised {type(exc).__name__} in unlearn() on target {target.id}: {first}; "
+                            f"its traceback is above (a bug of the method's: report it to its authors).") from None
+
     def checked(self, edit: Any) -> Edit:
         """What ``unlearn()`` returned, checked as it returns (not after the evaluation): an
         :class:`Edit` whose ``info`` can be stored as JSON."""
-        origin = f"method {self.config.method!r} (distribution {self.versions()[f'method:{self.config.method}']})"
+        origin = self._origin()
         if not isinstance(edit, Edit):
             raise UserError(f"{origin} returned {type(edit).__name__} from unlearn(), not an Edit; return "
                             f"Edit(model, info) (r2f_bench.unlearner).")

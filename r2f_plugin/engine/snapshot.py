@@ -26,6 +26,7 @@ from pathlib import Path
 import torch
 from safetensors import safe_open
 
+from ..atomic import as_user_error
 from ..errors import UserError
 
 # safetensors' dtype names
@@ -86,15 +87,19 @@ def write_safetensors(tensors: dict[str, torch.Tensor], path: Path) -> None:
     raw = json.dumps(header, separators=(",", ":")).encode()
     raw += b" " * (-len(raw) % 8)  # the data starts 8-byte aligned
     partial = path.with_name(path.name + ".partial")
-    with open(partial, "wb") as f:
-        f.write(struct.pack("<Q", len(raw)) + raw)
-        for t in tensors.values():
-            host = t.detach().to("cpu").contiguous().reshape(-1)
-            if host.numel():
-                f.write(memoryview(host.view(torch.uint8).numpy()))
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(partial, path)
+    try:
+        with open(partial, "wb") as f:
+            f.write(struct.pack("<Q", len(raw)) + raw)
+            for t in tensors.values():
+                host = t.detach().to("cpu").contiguous().reshape(-1)
+                if host.numel():
+                    f.write(memoryview(host.view(torch.uint8).numpy()))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(partial, path)
+    except OSError as exc:  # a full disk: the documented line, and no partial file left behind
+        partial.unlink(missing_ok=True)
+        raise as_user_error(exc, path) from None
 
 
 class Snapshot:

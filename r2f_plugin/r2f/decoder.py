@@ -135,10 +135,14 @@ class GradientDecoder:
             kind, rank = meta.pop("kind"), int(meta.pop("rank"))
             if kind == "learned" and (set(maps) != set(roles) or any(m.shape != (2, rank, rank) for m in maps.values())):
                 raise ValueError("maps do not match the roles and rank")
+            if not isinstance(roles, list) or rho.shape != (len(roles),) or alpha.shape != (len(roles),):
+                raise ValueError("one rho and one alpha per role")  # an IndexError later, before
+            if not (torch.isfinite(rho).all() and torch.isfinite(alpha).all()):
+                raise ValueError("non-finite scalars")
+            scalars = {str(r): {"rho": float(rho[i]), "alpha": float(alpha[i])} for i, r in enumerate(roles)}
         except Exception as exc:  # any corrupt or foreign file
             raise UserError(f"{path} is not an r2f-bench decoder ({type(exc).__name__}); refit it with `r2f-bench decoder fit`.") from None
-        return cls(kind=kind, rank=rank, meta=meta, maps=maps,
-                   roles={r: {"rho": float(rho[i]), "alpha": float(alpha[i])} for i, r in enumerate(roles)})
+        return cls(kind=kind, rank=rank, meta=meta, maps=maps, roles=scalars)
 
 
 def fit(pairs: Sequence[dict[str, tuple[LoraGrad, torch.Tensor]]], kind: str, rank: int,

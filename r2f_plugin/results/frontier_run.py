@@ -14,7 +14,7 @@ from ..engine.config import RunConfig
 from ..engine.distributed import process_state
 from ..errors import UserError
 from ..plugins import registry
-from ..unlearner import method_variant
+from ..unlearner import Strength, method_variant
 from .aggregate import invalid
 from .frontier import GUR_LEVELS, Frontier, Score, Unit, frontier, next_strength
 from .launch import Submitit
@@ -37,6 +37,7 @@ class Settings:
     refine: int
     baseline: str | None  # None: the first entry
     keep_going: bool
+    deadline: float | None = None  # --budget's end (time.time()): jobs that would end after it are not run
 
     @property
     def output(self) -> str:
@@ -92,7 +93,8 @@ class Measured:
 
 def plan(settings: Settings, entries: list[str]) -> list[Curve]:
     """Per method entry (``name`` or ``name@param=value@...``): its knob and log-spaced
-    strengths; every entry checked before anything runs."""
+    strengths over the knob's declared range, or over ``low:high`` where the entry sets the
+    knob so (``fullgrad@step=1e-4:1e-3``); every entry checked before anything runs."""
     if settings.points < 2:
         raise UserError(f"--points must be at least 2, got {settings.points}.")
     if settings.refine < 0:
@@ -104,14 +106,31 @@ def plan(settings: Settings, entries: list[str]) -> list[Curve]:
         if cls.strength is None:
             raise UserError(f"method {method!r} declares no strength knob, so it has no frontier; give its class "
                             f"`strength = Strength(param, low, high)` (r2f_bench.unlearner) or leave it out of --methods.")
+        strength = cls.strength
+        if ":" in overrides.get(strength.param, ""):  # name@knob=low:high: the curve's own range
+            strength = strength_range(entry, strength.param, overrides.pop(strength.param))
         base = RunConfig(method=method, task=settings.task, **settings.run).to_dict()
         base["params"] = {**base["params"], **overrides}
-        curve = Curve(entry, cls.strength.param, base, settings.seeds, cls.strength.points(settings.points))
+        curve = Curve(entry, strength.param, base, settings.seeds, strength.points(settings.points))
         for strength in curve.strengths:
             cls.parse_params(curve.jobs(strength)[0].fields["params"])  # a bad name or value fails here
         cls.parse_params(base["params"])
         curves.append(curve)
     return curves
+
+
+def strength_range(entry: str, param: str, text: str) -> Strength:
+    """The knob's range an entry ``name@knob=low:high`` gives (e.g. a pretrained model's steps,
+    far below the demo model's); one line if it is no range of two positive numbers."""
+    low, _, high = text.partition(":")
+    try:
+        lo, hi = float(low), float(high)
+    except ValueError:
+        lo = hi = float("nan")
+    if not (0 < lo < hi < float("inf")):
+        raise UserError(f"bad range {param}={text!r} in --methods entry {entry!r}; write {param}=low:high with "
+                        f"0 < low < high, e.g. {param}=1e-4:1e-3.")
+    return Strength(param, lo, hi)
 
 
 def baseline_of(baseline: str | None, curves: list[Curve]) -> str:
@@ -138,7 +157,8 @@ class Runs:
 
     def __call__(self, jobs: list[Job]) -> SweepReport:
         report = self.launch(jobs) if self.launch is not None else \
-            execute(jobs, self.settings.output, keep_going=self.settings.keep_going, progress=self.progress)
+            execute(jobs, self.settings.output, keep_going=self.settings.keep_going, progress=self.progress,
+                    deadline=self.settings.deadline)
         if self.launch is None and (state := process_state()).num_processes > 1:  # every process, even one
             self.share = self.share or report  # given no job of this round, waits for the others' shares
             state.wait_for_everyone()
@@ -189,6 +209,29 @@ def frontiers(curves: list[Curve], readout: Readout) -> list[Frontier]:
             for c in curves]
 
 
+def first_round(curves: list[Curve]) -> list[Job]:
+    """The first round's jobs, most informative first, so that a --budget cut keeps them: every
+    method's shipped defaults, then the strengths from the weakest up (near the GUR floors
+    first; the strongest mostly measure a destroyed model), one of each method in turn."""
+    shipped = [j for c in curves for j in c.shipped()]
+    by_rank = [j for rank in range(max(len(c.strengths) for c in curves)) for c in curves
+               if rank < len(c.strengths) for j in c.jobs(sorted(c.strengths)[rank])]
+    return shipped + by_rank
+
+
+def without_cut(curves: list[Curve], cut: list[str]) -> None:
+    """Drop from each curve the strengths a --budget left unrun (a missing record would read as a
+    failure); one line if it left out a method's shipped defaults, which the tables need."""
+    cut_labels = set(cut)
+    if not cut_labels:
+        return
+    if any(j.label in cut_labels for c in curves for j in c.shipped()):
+        raise UserError("--budget leaves no time for every method's shipped defaults, which the frontier reads; "
+                        "give a larger --budget or fewer --methods (what ran is stored and is read again).")
+    for c in curves:
+        c.strengths = [s for s in c.strengths if not any(j.label in cut_labels for j in c.jobs(s))]
+
+
 def refine(curves: list[Curve], results: list[Frontier]) -> list[Job]:
     """One round of refinement: for each curve and floor with no measured point near it, the
     strength between the two that bracket it (added to the curve); their jobs."""
@@ -208,14 +251,17 @@ def run_frontier(settings: Settings, launch: Submitit | None, progress: Progress
     entries = settings.methods
     curves = plan(settings, expand(entries, "method") if entries == ["all"] else entries)
     baseline = baseline_of(settings.baseline, curves)
+    if settings.deadline is not None and (launch is not None or process_state().num_processes > 1):
+        raise UserError("--budget cuts the plan in one process; drop it under accelerate launch or a launcher "
+                        "(size the job array with --points and --refine instead).")
     runs = Runs(settings, launch, progress)
-    runs([j for c in curves for s in c.strengths for j in c.jobs(s)] + [j for c in curves for j in c.shipped()])
+    without_cut(curves, runs(first_round(curves)).cut)
     store = Store(settings.output)
     for _ in range(settings.refine):
         jobs = refine(curves, frontiers(curves, read(store, runs.keys, curves)))
         if not jobs:
             break
-        runs(jobs)
+        without_cut(curves, runs(jobs).cut)
     if runs.share is not None and not process_state().is_main_process:
         return runs.share
     readout = read(store, runs.keys, curves)

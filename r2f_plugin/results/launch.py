@@ -236,6 +236,8 @@ class Submitit:
             return
         report.ran += result["ran"]
         report.skipped += result["skipped"]
+        report.too_little_known += result.get("too_little_known", 0)
+        report.cut += result.get("cut", [])
         report.failed += result["failed"]
         report.keys += result["keys"]
         report.job_keys.update(result["job_keys"])

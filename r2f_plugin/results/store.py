@@ -41,7 +41,8 @@ from ..jsontext import canonical_json, json_safe
 JOBS_DIR = "jobs"
 LOCKS_DIR = "locks"
 EXPORT_FILE = "results.jsonl"
-WHERE_FIELDS = ("output", "save_model", "threads", "device_map")  # say where or how fast things run, not what is computed
+# say where or how fast things run, or which targets get a record, not what a record holds
+WHERE_FIELDS = ("output", "save_model", "threads", "device_map", "min_known")
 # configuration fields added after stores existed: left out of a key at these values, so
 # an older store's results keep their keys and still resume
 LATER_DEFAULTS = {"dtype": "float32", "target_modules": None, "chat_template": "auto"}

@@ -17,6 +17,7 @@ from __future__ import annotations
 import gc
 import itertools
 import sys
+import time
 import traceback
 from functools import partial
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ from ..engine.config import FAMILIES, RunConfig, names
 from ..engine.distributed import process_state
 from ..errors import UserError
 from ..plugins import registry as plugin_registry
+from .estimate import Estimate, span
 from .store import Store, job_key
 
 if TYPE_CHECKING:
@@ -62,6 +64,8 @@ class SweepReport:
     assigned: int = 0  # jobs this process took
     ran: int = 0  # targets run and stored
     skipped: int = 0  # targets already in the store
+    too_little_known: int = 0  # targets skipped by --min-known (none stored)
+    cut: list[str] = field(default_factory=list)  # labels of jobs not run: they would end after the deadline
     failed: list[str] = field(default_factory=list)
     keys: list[str] = field(default_factory=list)  # store keys of this process's finished targets
     job_keys: dict[str, list[str]] = field(default_factory=dict)  # the same, by job label
@@ -166,10 +170,12 @@ def default_runner() -> type[Run]:
 
 def execute(jobs: Sequence[Job], output: str, *, runner: type[Run] | None = None,
             process: tuple[int, int] | None = None, keep_going: bool = False, replace: bool = False,
-            progress: Progress = _progress) -> SweepReport:
+            progress: Progress = _progress, deadline: float | None = None) -> SweepReport:
     """Run this process's share of ``jobs``, skipping finished targets (``replace``: running
     them again and replacing their records) and storing each new one at once; then
-    export the store to ``results.jsonl``.
+    export the store to ``results.jsonl``. After the first job that runs a target, the
+    rest's cost is estimated from it (:class:`Forecast`) and, with a ``deadline``
+    (``time.time()``), the jobs that would end after it are not run (``report.cut``).
 
     ``runner`` runs each job's configuration: ``runner(config, progress=...)`` with
     ``targets``, ``data_revision()``, ``versions()``, ``resolved_params()`` and
@@ -191,10 +197,14 @@ def execute(jobs: Sequence[Job], output: str, *, runner: type[Run] | None = None
     store.check()
     mine = shard(jobs, index, count)
     report = SweepReport(planned=len(jobs), assigned=len(mine))
+    forecast = Forecast(say, deadline)
     try:
-        for n, job in enumerate(mine, 1):
+        n = 0
+        while n < len(mine):
+            job, n = mine[n], n + 1
             if len(mine) > 1:
                 say(f"job {n}/{len(mine)}: {job.label}")
+            ran = report.ran
             try:
                 _run_job(job, runner, store, report, say, replace)
             except Exception as exc:  # noqa: BLE001 - reported, then re-raised unless keep_going
@@ -204,10 +214,51 @@ def execute(jobs: Sequence[Job], output: str, *, runner: type[Run] | None = None
                 say(f"job failed: {job.label}\n{traceback.format_exc()}")
             finally:  # a finished run holds reference cycles: free its model and weights' snapshot
                 gc.collect()  # before the next job builds its own
+            if report.ran > ran:
+                keep = forecast.measured(job, [r for r in map(store.get, report.job_keys.get(job.label, [])) if r],
+                                         mine[n:])
+                report.cut += [j.label for j in mine[n + keep:]]
+                mine = mine[:n + keep]
+        forecast.check(n == len(mine))
     finally:
         if store.jobs.is_dir():
             store.export()
     return report
+
+
+class Forecast:
+    """A many-job run's estimate: made after the first job that ran a target (printed, with
+    the jobs cut to fit ``deadline``, a ``time.time()``), checked against the time the rest
+    took once they have run."""
+
+    def __init__(self, say: Progress, deadline: float | None) -> None:
+        self.say, self.deadline = say, deadline
+        self.made: tuple[float, float, int] | None = None  # (when, estimated seconds, jobs)
+
+    def measured(self, job: Job, records: list[dict], rest: list[Job]) -> int:
+        """After ``job`` ran: how many of the ``rest`` to keep (all but what --budget cuts)."""
+        if self.made is not None or not rest or (estimate := Estimate.of(job.fields, records)) is None:
+            return len(rest)
+        keep = len(rest)
+        if self.deadline is not None:
+            keep = estimate.fit([j.fields for j in rest], self.deadline - time.time())
+        self.say(estimate.line([j.fields for j in rest]))
+        if keep < len(rest):
+            self.say(f"budget: {keep} of the {len(rest)} remaining jobs fit in what is left of --budget; not run: "
+                     f"{', '.join(j.label for j in rest[keep:])} (run again with a larger --budget to add them; "
+                     f"what is stored stays)")
+        self.made = (time.monotonic(), sum(estimate.job_seconds(j.fields) for j in rest[:keep]), keep)
+        return keep
+
+    def check(self, finished: bool) -> None:
+        """The estimate against what the jobs after the first took (when all of them ran)."""
+        if self.made is None or not finished or not self.made[2]:
+            return
+        when, estimated, jobs = self.made
+        took = time.monotonic() - when
+        error = 100 * (estimated - took) / max(took, 1e-9)
+        self.say(f"estimate check: the {jobs} job{'s' * (jobs != 1)} after the first took {span(took)}, estimated "
+                 f"{span(estimated)}: {abs(error):.0f}% {'high' if error >= 0 else 'low'}")
 
 
 def process_tag(process: tuple[int, int]) -> str:
@@ -250,7 +301,11 @@ def _run_job(job: Job, runner: type[Run], store: Store, report: SweepReport, say
                 say(f"  {target.id}: " + (f"running in another process ({store.holder(key)})" if not mine else
                                           "finished by another process meanwhile") + f" ({key[:12]})")
                 continue
-            record = dict(run.run_target(target))
+            record = run.run_target(target)
+            if record is None:  # --min-known skipped it (the run said why): nothing stored
+                report.too_little_known += 1
+                continue
+            record = dict(record)
             record.setdefault("target", target.id)
             record.setdefault("config", identity)
             record.setdefault("data_revision", revision)

@@ -31,7 +31,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 from .aggregate import (DIGITS, HIGHER_IS_BETTER, METRIC_TITLES, Record, Stat, aggregate, setting, setting_label,
                         task_order, varying)
 from ..cost import ONCE_PHASES, TARGET_PHASES
-from ..engine.metrics import ANSWERED_NOTE, MIN_UTILITY, legend
+from ..engine.metrics import ANSWERED_NOTE, BY_TASK, MIN_UTILITY, legend
 from ..jsontext import canonical_json
 from .tune import DEFAULT_MIN_GUR
 
@@ -180,14 +180,17 @@ def cell_stats(records: Sequence[Record], metrics: Iterable[str],
 
 
 def metric_table(records: Sequence[Record], metrics: Sequence[str], name: str, title: str, note: str = "") -> Table:
-    """Methods as rows; for each dataset, one column per metric. The note starts with the
-    metrics' definitions (:data:`r2f_bench.engine.metrics.DEFINITIONS`)."""
+    """Methods as rows; for each dataset, one column per metric (one only some tasks define,
+    :data:`~r2f_bench.engine.metrics.BY_TASK`, where a record of the dataset has it). The
+    note starts with the metrics' definitions (:data:`r2f_bench.engine.metrics.DEFINITIONS`)."""
     note = " ".join([f"{line}." for line in legend(metrics)] + ([note] if note else []))
     labels, label = method_rows(records)
     tasks = task_order(r.get("task") for r in records)
-    columns = [Column(f"{t}.{m}", METRIC_TITLES[m], t, direction(m), DIGITS[m]) for t in tasks for m in metrics]
+    shown = [(t, m) for t in tasks for m in metrics
+             if m not in BY_TASK or any(r.get("task") == t and r.get(m) is not None for r in records)]
+    columns = [Column(f"{t}.{m}", METRIC_TITLES[m], t, direction(m), DIGITS[m]) for t, m in shown]
     cell = cell_stats(records, metrics, label)
-    rows = [(lab, [cell(lab, t, m) for t in tasks for m in metrics]) for lab in labels]
+    rows = [(lab, [cell(lab, t, m) for t, m in shown]) for lab in labels]
     return Table(name, title, note, columns, rows, Provenance.of(records))
 
 
@@ -324,7 +327,7 @@ def build_tables(records: Sequence[Record], phases: bool = False) -> list[Table]
     if not records:
         return []
     tables = [
-        flag_below_floor(metric_table(records, ("usr", "usr_seen", "gur", "locality"), "table1",
+        flag_below_floor(metric_table(records, ("usr", "usr_seen", "gur", "locality", "name_control"), "table1",
                                       "Unlearning success and utility retention (Table 1)",
                                       f"{SEEN_NOTE}. {ANSWERED_NOTE}")),
         level_table(records),

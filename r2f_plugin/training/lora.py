@@ -71,6 +71,18 @@ class LoraGrad:
     transposed: bool = False  # the layer stores W as (d_in × d_out) (GPT-2 Conv1D)
 
 
+def check_rank(rank: int, layers: dict[str, torch.nn.Module]) -> None:
+    """One line for a LoRA rank below 1 or above the narrowest adapted layer's width, its
+    larger side (a rank-5000 adapter on a width-64 model spends minutes on nothing a rank-64
+    one lacks; a rank between a layer's two sides is redundant but harmless)."""
+    if rank < 1:
+        raise UserError(f"LoRA rank must be at least 1, got {rank}.")
+    width, name = min((max(layer.weight.shape), name) for name, layer in layers.items())
+    if rank > width:
+        raise UserError(f"LoRA rank {rank} is more than the narrowest adapted layer's width ({width}, {name}); "
+                        f"pass --set rank={width} or less.")
+
+
 @contextmanager
 def lora_adapters(model: torch.nn.Module, rank: int, modules: Sequence[str] | None = None,
                   alpha: float | None = None) -> Iterator[Any]:
@@ -82,9 +94,8 @@ def lora_adapters(model: torch.nn.Module, rank: int, modules: Sequence[str] | No
     """
     from peft import LoraConfig, get_peft_model
 
-    if rank < 1:
-        raise UserError(f"LoRA rank must be at least 1, got {rank}.")
     modules = tuple(modules or target_modules(model))
+    check_rank(rank, linear_modules(model, modules))
     saved = {p: p.requires_grad for p in model.parameters()}
     config = LoraConfig(r=rank, lora_alpha=alpha if alpha is not None else rank, target_modules=list(modules),
                         lora_dropout=0.0, fan_in_fan_out=getattr(model.config, "model_type", "") == "gpt2")
@@ -204,10 +215,9 @@ def lora_probe(model: torch.nn.Module, rank: int, modules: Sequence[str] | None 
                seed: int = 0) -> LoraProbe:
     """Seeded two-sided LoRA factors, float32 on each layer's device, for every adapted
     linear layer of ``model`` (the model itself is not changed)."""
-    if rank < 1:
-        raise UserError(f"LoRA rank must be at least 1, got {rank}.")
     modules = tuple(modules or target_modules(model))
     layers = linear_modules(model, modules)
+    check_rank(rank, layers)
     gen = torch.Generator().manual_seed(seed)
     factors = {}
     for name, layer in layers.items():

@@ -33,7 +33,7 @@ from ...data import Benchmark, Probe, Target, Teaching
 from ...errors import UserError
 from ...engine.protocol import Scored, asked, hold_out
 from ...task import Task, content_hash, read_json
-from ..common import SAMPLE_SOURCE, check_dir, corpus_probes, dev_ids, seen_probes, select_targets
+from ..common import SAMPLE_SOURCE, check_dir, corpus_probes, dev_ids, name_mentions, seen_probes, select_targets
 from . import world as knowledge_world
 
 HERE = Path(__file__).parent
@@ -53,6 +53,7 @@ PROBE_FILES = {
 QA_TEMPLATE = "Question: {query}\nAnswer:"
 FORGET_SOURCES = ("corpus", "probes")
 SEEN_SET = "forget_seen"
+NAME_SET = "name_control"  # the neighbour probes with the target's name before them
 REQUEST_WINDOWS = 4  # the embedded demo's budget of forget-corpus windows per target ...
 WINDOW_WORDS = 48  # ... of this many words, the first PROMPT_WORDS of them the prompt
 PROMPT_WORDS = 12
@@ -71,6 +72,7 @@ class RWKU(Task):
     description = "RWKU real-world knowledge unlearning (Jin et al. 2024): forget FB/QA/AA, neighbour FB/QA."
     forget_sets = ("forget_fb", "forget_qa", "forget_aa", SEEN_SET)
     neighbor_sets = ("neighbor_fb", "neighbor_qa")
+    name_control_set = NAME_SET
     forget_sources = FORGET_SOURCES
 
     def load(self, data_dir: Path | None, targets: list[str] | None, limit: int | None,
@@ -81,7 +83,7 @@ class RWKU(Task):
         dirs = sorted((d.name for d in tdir.iterdir() if d.is_dir()), key=_target_id_key)
         if not dirs:
             raise UserError(f"no RWKU targets under {tdir}; expected Target/<id>_<Name>/ folders.")
-        aliases = {**{d.split("_", 1)[0]: d for d in dirs}, **{d.split("_", 1)[-1]: d for d in dirs}}
+        aliases = [(d.split("_", 1)[i], d) for d in dirs for i in (0, -1)]  # its number, its name
         chosen = select_targets(dirs, targets, limit, "RWKU", aliases=aliases)
         dev = dev_ids(dirs, chosen, n_dev)
         read: list[Path] = []
@@ -97,7 +99,7 @@ class RWKU(Task):
         return hold_out(Benchmark(
             task=self.name, targets=eval_targets, dev_targets=dev_targets, utility=utility, general_prompts=general,
             alternatives=same_answer_alternatives(eval_targets + dev_targets) if fb_request else {},
-            seen_sets=("forget_fb",) if fb_request else (SEEN_SET,),
+            seen_sets=("forget_fb",) if fb_request else (SEEN_SET,), controls=(NAME_SET,),
             request_source="the target's FB cloze probes" if fb_request else
             f"the target's forget corpus (description, then positive.json or passage.json; {REQUEST_WINDOWS} windows of {WINDOW_WORDS} words)",
             source=data_source,
@@ -148,6 +150,8 @@ class RWKU(Task):
             raise UserError(f"malformed data file {intro_path}: expected one row naming the target; restore the original file.")
         intro = rows[0]
         read.append(intro_path)
+        neighbours = [p for s in RWKU.neighbor_sets for p in probes[s]]
+        probes = {**probes, NAME_SET: name_mentions(str(intro["target"]), neighbours, NAME_SET)}
         if source == "probes":
             return Target(id=d.name, name=intro["target"], request=list(probes["forget_fb"]), probes=probes,
                           description=intro.get("intro", ""))

@@ -180,6 +180,9 @@ class WaterDrum(Task):
         return rows, {}, f"hf:{repo}/{config}", digest
 
 
+MAX_WORD_VOCAB = 1 << 20  # the word-hash tokenizer's largest vocabulary (real tokenizers: up to ~262k)
+
+
 def _watermark(meta: dict) -> tuple[WatermarkSpec | None, dict[str, int], int]:
     """The watermark spec, the key of each probe set and the owner size from ``waterdrum.json``."""
     per_owner = meta.get("rows_per_owner", ROWS_PER_OWNER)
@@ -193,7 +196,24 @@ def _watermark(meta: dict) -> tuple[WatermarkSpec | None, dict[str, int], int]:
         raise UserError(f"malformed {SIDECAR}: 'keys' lacks an integer field {missing[0]!r}.")
     spec = WatermarkSpec(tokenizer=meta.get("tokenizer", WATERMARK_TOKENIZER), k_p=meta.get("k_p", 1),
                          n_gram=meta.get("n_gram", 2))
+    check_spec(spec)
     return spec, {s: keys[s] for s in SPLITS}, per_owner
+
+
+def check_spec(spec: WatermarkSpec) -> None:
+    """``waterdrum.json``'s watermark fields typed and bounded when the data loads, before any
+    model (before: a TypeError or MemoryError after teaching)."""
+    for name, value, least in (("k_p", spec.k_p, 1), ("n_gram", spec.n_gram, 2)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise UserError(f"malformed {SIDECAR}: {name!r} must be an integer of at least {least}, got {value!r}.")
+    if not isinstance(spec.tokenizer, str) or not spec.tokenizer.strip():
+        raise UserError(f"malformed {SIDECAR}: 'tokenizer' must name the watermarking model's tokenizer (or "
+                        f"words:<N>), got {spec.tokenizer!r}.")
+    if spec.tokenizer.startswith("words:"):
+        size = spec.tokenizer.split(":", 1)[1]
+        if not size.isdigit() or not 2 * spec.k_p < int(size) <= MAX_WORD_VOCAB:
+            raise UserError(f"malformed {SIDECAR}: tokenizer {spec.tokenizer!r} needs a vocabulary size above "
+                            f"2 x k_p ({2 * spec.k_p}) and at most {MAX_WORD_VOCAB}, e.g. words:4096.")
 
 
 @hookimpl

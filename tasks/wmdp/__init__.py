@@ -65,11 +65,12 @@ MAX_GENERAL = 60
 
 def read_questions(path: Path, required: tuple[str, ...] = ("question", "choices", "answer")) -> list[dict]:
     """A WMDP or MMLU question file: 4 choices and a 0-based ``answer`` per row."""
-    rows = read_json(path, required)
+    rows = read_json(path, required, text=[k for k in required if k not in ("choices", "answer")])
     for i, r in enumerate(rows):
-        if not (isinstance(r["choices"], list) and len(r["choices"]) == 4
-                and isinstance(r["answer"], int) and 0 <= r["answer"] < 4):
-            raise UserError(f"malformed data file {path}: row {i} needs 4 'choices' and an 'answer' index 0-3; restore the original file.")
+        if not (isinstance(r["choices"], list) and len(r["choices"]) == 4 and all(isinstance(c, str) for c in r["choices"])
+                and isinstance(r["answer"], int) and not isinstance(r["answer"], bool) and 0 <= r["answer"] < 4):
+            raise UserError(f"malformed data file {path}: row {i} needs 4 'choices' (text) and an 'answer' index 0-3 "
+                            f"(an integer); restore the original file.")
     return rows
 
 

@@ -222,6 +222,18 @@ def test_closed_pipe_exits_quietly():
     assert "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr, proc.stderr
 
 
+def test_a_full_stdout_is_one_line():
+    """`r2f-bench tasks > /dev/full`: one line and exit 2, not an OSError traceback."""
+    import subprocess
+    import sys
+
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([sys.executable, "-m", "r2f_bench", "tasks"], stdout=full, stderr=subprocess.PIPE,
+                              text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
+        "error: cannot write the output (No space left on device); free space or send it elsewhere."], proc.stderr
+
+
 def test_the_suite_and_the_processes_it_spawns_run_on_one_thread():
     """conftest pins the threads, so results and times do not follow the machine's load."""
     import subprocess

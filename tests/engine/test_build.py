@@ -66,8 +66,46 @@ def test_the_proxy_is_named_and_keyed_before_it_is_built(tmp_path, stand_in):
     assert built.proxy.label == DEFAULT_PROXY.label and built.proxy.key.startswith(f"{DEFAULT_PROXY.label}@")
     assert stand_in == ["embedded"]
     assert built.proxy.load()[1] is None and stand_in == ["embedded", "embedded-proxy"]
-    hub = build.build_proxy(plan(tmp_path, method="r2f", proxy=str(tmp_path)), torch.device("cpu"))
+    hub = build.build_proxy(plan(tmp_path, method="r2f", proxy=str(tmp_path)), torch.device("cpu"), "m", "k")
     assert hub.label == hub.key == str(tmp_path)
+
+
+def test_a_first_layers_proxy_is_the_models_own_first_layers_keyed_by_its_weights(tmp_path):
+    """--proxy first-layers:1 on the 2-layer demo model: a 1-layer model whose every tensor
+    equals the model's own (embeddings, first layer, final norm, head), loaded afresh from
+    the untouched weights; keyed by the model's weights, so another model gets another key."""
+    p = Plan(RunConfig(method="r2f", task="rwku", limit=1, proxy="first-layers:1", output=str(tmp_path)),
+             progress=lambda m: None)  # the demo world: the shipped model loads
+    built = build.build_models(p, torch.device("cpu"))
+    assert built.proxy.label.endswith(", first 1 layers") and built.proxy.key == f"first-layers:1@{built.info['key']}"
+    with torch.no_grad():  # the run edits its model in place: the proxy is cut from the untouched weights
+        next(built.model.parameters()).add_(1.0)
+    proxy, tok = built.proxy.load()
+    assert proxy.config.num_hidden_layers == 1 and tok is not None
+    untouched = build.build_model(p, "embedded", DEFAULT_MODEL, torch.device("cpu"))[0].state_dict()
+    cut = proxy.state_dict()
+    assert cut and all(torch.equal(t, untouched[k]) for k, t in cut.items())
+    assert set(untouched) - set(cut) == {k for k in untouched if ".layers.1." in k}
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("first-layers:0", "--proxy first-layers:0: N in first-layers:N is the number of the model's decoder layers the "
+                       "proxy keeps, a positive integer; e.g. first-layers:8."),
+    ("first-layers:x", "--proxy first-layers:x: N in first-layers:N is the number of the model's decoder layers the "
+                       "proxy keeps, a positive integer; e.g. first-layers:8."),
+])
+def test_a_bad_first_layers_spec_is_one_line_before_the_data_loads(tmp_path, spec, message):
+    with pytest.raises(UserError) as exc:
+        plan(tmp_path, method="r2f", proxy=spec)
+    assert str(exc.value) == message
+
+
+def test_a_cut_keeps_fewer_layers_than_the_model_has():
+    from r2f_bench.engine.models import build_model, build_tokenizer, cut_to_first_layers
+
+    model = build_model(EmbeddedSpec.parse("embedded:llama-h32-l2"), build_tokenizer(["a b c"]))
+    with pytest.raises(UserError, match=r"has 2 decoder layers; keep between 1 and 1\.$"):
+        cut_to_first_layers(model, 2, "m")
 
 
 def test_a_request_has_the_runs_views_and_retain_items_and_never_leaks_a_probe(tmp_path, stand_in):

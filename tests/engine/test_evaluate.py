@@ -14,7 +14,7 @@ import torch
 from r2f_bench.data import Probe
 from r2f_bench.engine import evaluate
 from r2f_bench.engine.config import RunConfig
-from r2f_bench.engine.evaluate import Evaluator, scores_shape, untouched_shape
+from r2f_bench.engine.evaluate import Evaluator, rows_shape, scores_shape
 from r2f_bench.engine.plan import Plan
 from r2f_bench.engine.weights import UNTOUCHED, Weights
 from r2f_bench.tasks.rwku import SAMPLE_DIR
@@ -37,9 +37,9 @@ class Scored:
     def __init__(self, plan: Plan) -> None:
         self.plan, self.models = plan, []
 
-    def __call__(self, model, target, forget_only=False):
+    def __call__(self, model, sets):
         self.models.append(bias(model))
-        return {s: [{"answered": 1.0} for _ in ps] for s, ps in self.plan.probe_sets(target, forget_only).items()}
+        return {s: [{"answered": 1.0} for _ in ps] for s, ps in sets.items()}
 
 
 def evaluator(plan: Plan, monkeypatch, label: str = "stand-in") -> tuple[Evaluator, Scored]:
@@ -47,7 +47,7 @@ def evaluator(plan: Plan, monkeypatch, label: str = "stand-in") -> tuple[Evaluat
     weights = Weights(torch.nn.Linear(2, 2), plan.out_dir, "m")
     ev = Evaluator(plan, SimpleNamespace(label=label, info={}, tokenizer=None, chat_template=False), weights)
     scored = Scored(plan)
-    monkeypatch.setattr(ev, "scores", scored)
+    monkeypatch.setattr(ev, "score_sets", scored)
     return ev, scored
 
 
@@ -67,19 +67,38 @@ def test_the_untouched_evaluation_is_of_the_untouched_weights_and_cached(plan, m
     target, untouched = plan.targets[0], bias(ev.weights.model)
     edit(ev)  # e.g. mid-sequence: the model holds the last deletion's result
     first = ev.untouched(target)
-    assert scored.models == [untouched] and first == json.loads(ev.untouched_path(target).read_text())
-    assert set(first["scores"]) == set(plan.probe_sets(target)) and first["extra"] == {}
+    paths = ev.untouched_paths(target)
+    assert scored.models == [untouched]
+    assert first == {"scores": {s: json.loads(paths[s].read_text()) for s in plan.probe_sets(target)},
+                     "extra": json.loads(paths[evaluate.EXTRA].read_text())} and first["extra"] == {}
     again, rescored = evaluator(plan, monkeypatch)  # another run of the same model: read back
     assert again.untouched(target) == first and rescored.models == []
     other, _ = evaluator(plan, monkeypatch, label="another model")
-    assert other.untouched_path(target) != ev.untouched_path(target)
+    assert not set(other.untouched_paths(target).values()) & set(paths.values())
+
+
+def test_each_probe_set_is_cached_once_per_model_whatever_the_target(plan, monkeypatch):
+    """The utility set is the same for every target: evaluated with the first, read back
+    for the next; a forget-only evaluation (the knowledge scan) fills the forget sets a
+    run then reads."""
+    ev, scored = evaluator(plan, monkeypatch)
+    calls = []
+    monkeypatch.setattr(ev, "score_sets", lambda model, sets: calls.append(set(sets)) or scored(model, sets))
+    first, second = plan.bench.targets[0], plan.bench.dev_targets[0]
+    ev.untouched(first, forget_only=True)
+    ev.untouched(first)
+    ev.untouched(second)
+    util = plan.task.utility_set
+    assert calls == [set(plan.probe_sets(first, forget_only=True)),
+                     set(plan.probe_sets(first)) - set(plan.probe_sets(first, forget_only=True)),
+                     set(plan.probe_sets(second)) - {util}]
 
 
 def test_a_wrong_shape_untouched_entry_is_rebuilt(plan, monkeypatch):
     ev, scored = evaluator(plan, monkeypatch)
     target = plan.targets[0]
     first = ev.untouched(target)
-    ev.untouched_path(target).write_text(json.dumps({"scores": {"forget_qa": [1]}, "extra": {}}))
+    ev.untouched_paths(target)["forget_qa"].write_text(json.dumps([1]))
     assert ev.untouched(target) == first and len(scored.models) == 2
 
 
@@ -115,7 +134,8 @@ def test_with_no_attack_steps_nothing_is_attacked_evaluated_or_cached(plan, monk
     data = ev.attack_data(SimpleNamespace(views=[target.request, target.request], facts=target.request))
     assert ev.control(target, data) is None and ev.relearned(ev.weights.model, target, data) is None
     assert scored.models == [] and bias(ev.weights.model) == untouched
-    assert not (ev.untouched_path(target).parent.exists() and any(ev.untouched_path(target).parent.iterdir()))
+    folder = ev.untouched_paths(target)[evaluate.EXTRA].parent
+    assert not (folder.exists() and any(folder.iterdir()))
 
 
 def test_attack_data_is_half_the_facts_in_their_paraphrases(plan, monkeypatch):
@@ -128,15 +148,30 @@ def test_attack_data_is_half_the_facts_in_their_paraphrases(plan, monkeypatch):
     assert ev.attack_data(SimpleNamespace(views=[facts[:1]], facts=facts[:1])) == facts[:1]  # no paraphrase: as asked
 
 
-def test_identity_alignments_reference_is_the_untouched_models_taken_once(plan, monkeypatch):
+def test_identity_alignments_reference_is_the_untouched_models_taken_once_and_cached(plan, monkeypatch):
+    """Taken on the untouched weights, written to the cache, read back batch by batch by
+    the next run of the same model; a damaged file is set aside and taken again."""
     ev, _ = evaluator(plan, monkeypatch)
     untouched, taken = bias(ev.weights.model), []
-    monkeypatch.setattr(evaluate, "next_token_distributions",
-                        lambda model, tok, prompts: taken.append(bias(model)) or [])
-    monkeypatch.setattr(evaluate, "identity_alignment", lambda ref, model, tok, prompts: 0.5)
+    rows = [3, 2]
+    batches = [torch.arange(12.0).reshape(3, 4), torch.ones(2, 4)]
+    monkeypatch.setattr(evaluate, "positions", lambda tok, prompts: rows)
+    monkeypatch.setattr(evaluate, "distributions", lambda model, tok, prompts: taken.append(bias(model)) or iter(batches))
+    monkeypatch.setattr(evaluate, "identity_alignment", lambda ref, model, tok, prompts: len(list(ref)))
+    ev.weights.model.get_output_embeddings = lambda: SimpleNamespace(weight=torch.zeros(4, 1))
     edit(ev)
-    assert ev.alignment(ev.weights.model) == 0.5 and ev.alignment(ev.weights.model) == 0.5
+    assert ev.alignment(ev.weights.model) == 2 and ev.alignment(ev.weights.model) == 2
     assert taken == [untouched]
+    again, _ = evaluator(plan, monkeypatch)
+    again.weights.model.get_output_embeddings = ev.weights.model.get_output_embeddings
+    read = list(again.reference())
+    assert taken == [untouched] and all(torch.equal(a, b) for a, b in zip(read, batches, strict=True))
+    (path,) = ev.reference().path.parent.glob("*-reference-*.npy")
+    path.write_bytes(path.read_bytes()[:-8])  # cut short
+    third, said = evaluator(plan, monkeypatch)[0], []
+    third.plan.progress = said.append
+    third.weights.model.get_output_embeddings = ev.weights.model.get_output_embeddings
+    assert len(list(third.reference())) == 2 and len(taken) == 2 and any("could not be loaded" in m for m in said)
 
 
 def test_shapes_say_why_an_entry_does_not_fit():
@@ -144,5 +179,5 @@ def test_shapes_say_why_an_entry_does_not_fit():
     assert scores_shape({"forget_qa": [{}, {}]}, sets) is None
     assert scores_shape([], sets) == "a JSON list, not an object of probe sets"
     assert scores_shape({"forget_qa": [{}, 1]}, sets) == "probe set 'forget_qa' lacks its 2 score rows"
-    assert untouched_shape({"scores": {"forget_qa": [{}, {}]}}, sets) == "not an evaluation record (scores and extra)"
-    assert untouched_shape({"scores": {"forget_qa": [{}, {}]}, "extra": {}}, sets) is None
+    assert rows_shape([{}, {}], sets["forget_qa"]) is None
+    assert rows_shape([{}], sets["forget_qa"]) == "not the 2 score rows of its probes"

@@ -38,7 +38,7 @@ def test_a_gguf_file_loads_as_the_model_it_was_written_from(source, tmp_path, qu
     model, tok = source
     path = write_gguf(model, tok, tmp_path / "tiny.gguf", quantize=quantize)
     said = []
-    loaded, loaded_tok = hf_model(str(path), progress=said.append)
+    loaded, loaded_tok, _ = hf_model(str(path), progress=said.append)
     for text in TEXTS[:3]:
         assert loaded_tok(text)["input_ids"] == tok(text)["input_ids"]
     assert (_logits(loaded, loaded_tok) - _logits(model, tok)).abs().max() <= tolerance
@@ -51,13 +51,14 @@ def test_the_conversion_is_keyed_by_the_files_content(source, tmp_path):
     model, tok = source
     path = write_gguf(model, tok, tmp_path / "m.gguf")
     said = []
-    hf_model(str(path), progress=said.append)
+    key = hf_model(str(path), progress=said.append)[2]
     with torch.no_grad():
         model.model.norm.weight.mul_(2.0)  # other weights, same file name
     try:
         write_gguf(model, tok, path)
-        again, again_tok = hf_model(str(path), progress=said.append)
+        again, again_tok, again_key = hf_model(str(path), progress=said.append)
         assert torch.equal(_logits(again, again_tok), _logits(model, tok))
+        assert again_key != key  # evaluations of the old weights are not read back for the new ones
     finally:
         with torch.no_grad():
             model.model.norm.weight.div_(2.0)

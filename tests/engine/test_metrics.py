@@ -46,14 +46,15 @@ def test_identity_alignment_is_the_mean_cosine_over_every_prompt_position_and_st
     prompts = [f"Person {i} was born in city {i % 7} and works at firm {i % 5}." for i in range(37)]
     tok = build_tokenizer(prompts)
     model = build_model(EmbeddedSpec.parse("embedded:mistral-h32-l1"), tok).eval()
-    reference = metrics.next_token_distributions(model, tok, prompts, batch_size=8)
+    reference = list(metrics.distributions(model, tok, prompts, batch_size=8))
+    assert [len(r) for r in reference] == metrics.positions(tok, prompts, batch_size=8)
     assert len(reference) == 5 and sum(len(r) for r in reference) == sum(len(tok(p)["input_ids"]) for p in prompts)
     assert abs(metrics.identity_alignment(reference, model, tok, prompts, batch_size=8) - 1.0) < 1e-6
     edited = build_model(EmbeddedSpec.parse("embedded:mistral-h32-l1"), tok, run_seed=1).eval()
-    theirs = metrics.next_token_distributions(edited, tok, prompts, batch_size=8)
+    theirs = list(metrics.distributions(edited, tok, prompts, batch_size=8))
     expected = float(torch.cat([F.cosine_similarity(p, q, dim=-1) for p, q in zip(reference, theirs)]).mean())
     assert metrics.identity_alignment(reference, edited, tok, prompts, batch_size=8) == expected
-    alive, most, original = set(), [0], metrics._distributions
+    alive, most, original = set(), [0], metrics.distributions
 
     def tracked(*args):
         for batch in original(*args):
@@ -62,9 +63,9 @@ def test_identity_alignment_is_the_mean_cosine_over_every_prompt_position_and_st
             most[0] = max(most[0], len(alive))
             yield batch
 
-    metrics._distributions = tracked
+    metrics.distributions = tracked
     try:
         metrics.identity_alignment(reference, edited, tok, prompts, batch_size=8)
     finally:
-        metrics._distributions = original
+        metrics.distributions = original
     assert 0 < most[0] <= 2  # of the edited model's 5 batches, at most the one compared and the next live

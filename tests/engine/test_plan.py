@@ -25,7 +25,11 @@ def test_probe_sets_by_role_and_the_utility_set_last(plan):
     assert roles["held_out"] and roles["locality"] and not set(roles["held_out"]) & set(roles["locality"])
     assert all(plan.task.role(s, plan.bench) == role for role, sets in roles.items() for s in sets)
     sets = plan.probe_sets(target)
-    assert list(sets) == roles["held_out"] + roles["seen"] + roles["locality"] + [plan.task.utility_set]
+    assert list(sets) == (roles["held_out"] + roles["seen"] + roles["locality"] + roles["name_control"]
+                          + [plan.task.utility_set])
+    named, neighbours = sets["name_control"], [p for s in roles["locality"] for p in sets[s]]
+    assert [p.prompt for p in named] == [f"{target.name}: {p.prompt}" for p in neighbours]  # the neighbours, named
+    assert [p.answer for p in named] == [p.answer for p in neighbours]
     assert sets[plan.task.utility_set] == plan.bench.utility
     assert list(plan.probe_sets(target, forget_only=True)) == roles["held_out"] + roles["seen"]
 

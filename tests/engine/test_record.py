@@ -14,7 +14,7 @@ from r2f_bench.data import ForgetRequest, Probe, Target
 from r2f_bench.engine.metrics import MIN_UTILITY
 from r2f_bench.engine.record import Measured, Recorder, provenance
 
-ROLES = {"held_out": ["forget_a", "forget_b"], "seen": ["seen"], "locality": ["neighbour"]}
+ROLES = {"held_out": ["forget_a", "forget_b"], "seen": ["seen"], "locality": ["neighbour"], "name_control": ["named"]}
 
 
 class Task:
@@ -51,9 +51,9 @@ def recalls(*scores: float) -> list[dict]:
 
 
 BEFORE = {"forget_a": rows(1, 1, 1, 0), "forget_b": rows(1, 0), "seen": rows(1, 1),
-          "neighbour": recalls(1.0, 0.5), "utility": recalls(1, 1, 0, 1)}
+          "neighbour": recalls(1.0, 0.5), "named": recalls(1.0, 0.5, 0.5), "utility": recalls(1, 1, 0, 1)}
 AFTER = {"forget_a": rows(0, 1, 0, 0), "forget_b": rows(0, 0), "seen": rows(0, 1),
-         "neighbour": recalls(0.5, 0.5), "utility": recalls(1, 0.5, 0, 1)}
+         "neighbour": recalls(0.5, 0.5), "named": recalls(0.5, 0.0, 0.5), "utility": recalls(1, 0.5, 0, 1)}
 RELEARNED = {"forget_a": rows(1, 0, 0, 0), "forget_b": rows(1, 0), "seen": rows(0, 0)}
 CONTROL = {"forget_a": rows(1, 1, 0, 0), "forget_b": rows(1, 0), "seen": rows(1, 1)}
 def probes(probe_set: str, n: int) -> list[Probe]:
@@ -75,10 +75,12 @@ def test_a_records_scores_from_given_before_and_after(plan):
     assert record["usr_by_level"] == pytest.approx({"forget_a": 200 / 3, "forget_b": 100.0})
     assert record["usr"] == pytest.approx(75.0) and record["usr_seen"] == pytest.approx(50.0)
     assert record["gur"] == pytest.approx(62.5 / 75 * 100) and record["locality"] == pytest.approx(50 / 75 * 100)
+    assert record["name_control"] == pytest.approx(50.0)  # the named neighbours: 1/3 after, 2/3 before
     # of the 3 forgotten, the attack brings back 1 of forget_a's 2 and forget_b's 1; the control keeps 3 of 4 known
     assert record["rap"] == pytest.approx(200 / 3) and record["rap_control"] == pytest.approx(75.0)
     assert (record["known_forget_probes"], record["forgotten_forget_probes"], record["forget_probes"]) == (4, 3, 6)
-    assert record["n"] == {"utility": 4, "identity_prompts": 2, "locality": 2, "request": 1, "retain": 1}
+    assert record["n"] == {"utility": 4, "identity_prompts": 2, "locality": 2, "name_control": 3, "request": 1,
+                           "retain": 1}
     assert record["official"] == {"before": {"forget": 75.0, "mink": 1.0}, "after": {"forget": 25.0, "mink": 2.0}}
     assert record["set_scores"]["after"]["utility"] == 62.5 and record["roles"] == ROLES
     assert [record[k] for k in ("method", "task", "target", "seed", "status")] == ["m", "t", "t1", 3, "ok"]

@@ -78,8 +78,9 @@ def test_sequential_deletions_start_from_the_previous_result(tmp_path):
     # the second target's untouched scores (computed mid-sequence) are the untouched model's
     reference = copy.deepcopy(run.model)
     reference.load_state_dict(untouched)
-    cached = json.loads(run.evaluator.untouched_path(run.targets[1]).read_text())
-    assert cached["scores"] == run.evaluator.scores(reference, run.targets[1])
+    paths = run.evaluator.untouched_paths(run.targets[1])
+    cached = {s: json.loads(paths[s].read_text()) for s in run.probe_sets(run.targets[1])}
+    assert cached == run.evaluator.scores(reference, run.targets[1])
 
 
 def weights(model: torch.nn.Module) -> dict[str, torch.Tensor]:

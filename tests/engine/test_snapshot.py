@@ -92,3 +92,19 @@ def test_hidden_states_still_come_after_a_restore(tmp_path):
     assert len(model(input_ids=ids, output_hidden_states=True).hidden_states) == 3  # embeddings + 2 layers
     snap.restore(model)
     assert len(model(input_ids=ids, output_hidden_states=True).hidden_states) == 3
+
+
+def test_a_full_disk_while_snapshotting_is_the_documented_line_and_leaves_nothing(tmp_path, monkeypatch):
+    """Before: a raw ENOSPC traceback and a partial file beside the output."""
+    import errno
+
+    from r2f_bench.engine import snapshot as snapshot_module
+    from r2f_bench.errors import UserError
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(snapshot_module.os, "fsync", full)
+    with pytest.raises(UserError, match=r"^disk full while writing \S+untouched\.safetensors; free space"):
+        Snapshot(torch.nn.Linear(2, 2), tmp_path / "untouched.safetensors")
+    assert list(tmp_path.iterdir()) == []

@@ -82,6 +82,15 @@ def test_save_load_round_trip_and_mismatch(tmp_path):
     (tmp_path / "bad.safetensors").write_bytes(b"not a decoder")
     with pytest.raises(UserError, match="is not an r2f-bench decoder"):
         GradientDecoder.load(tmp_path / "bad.safetensors")
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    with safe_open(str(tmp_path / "d.safetensors"), framework="pt") as f:
+        meta = f.metadata()
+    save_file({"rho": torch.tensor([0.1]), "alpha": torch.tensor([1.5, 0.9])}, str(tmp_path / "short.safetensors"),
+              metadata=meta)  # one rho for two roles: an IndexError before
+    with pytest.raises(UserError, match=r"short.safetensors is not an r2f-bench decoder \(ValueError\)"):
+        GradientDecoder.load(tmp_path / "short.safetensors")
 
 
 def test_streamed_sketches_equal_one_exact_backward_per_group(tiny, context):

@@ -88,6 +88,15 @@ def test_malformed_rows_are_named(sample_copy: Path):
         MUSE().load(sample_copy, None, None, 0)
 
 
+def test_a_text_field_of_another_json_type_is_one_line(sample_copy: Path):
+    verbmem = sample_copy / "news" / "verbmem" / "forget.json"
+    rows = json.loads(verbmem.read_text())
+    rows[0]["gt"] = 42  # a traceback before, deep in the text windows
+    verbmem.write_text(json.dumps(rows))
+    with pytest.raises(UserError, match=r"verbmem/forget.json: row 0 field 'gt' is 42, expected text"):
+        MUSE().load(sample_copy, None, None, 0)
+
+
 def test_auroc_and_privleak():
     assert auroc([0.1, 0.2], [0.8, 0.9]) == 1.0
     assert auroc([0.8, 0.9], [0.1, 0.2]) == 0.0

@@ -19,7 +19,8 @@ def test_bundled_sample_loads():
     assert [t.id for t in b.targets] == ["1_Orla_Vantree", "2_Bram_Ostelic", "3_Tamsin_Quorve"]
     assert {t.id for t in b.dev_targets}.isdisjoint(t.id for t in b.targets)
     t = b.targets[0]
-    assert set(t.probes) == {"forget_fb", "forget_qa", "forget_aa", "neighbor_fb", "neighbor_qa", "forget_seen"}
+    assert set(t.probes) == {"forget_fb", "forget_qa", "forget_aa", "neighbor_fb", "neighbor_qa", "forget_seen",
+                             "name_control"}
     # the default request is the target's forget corpus: its description, then its passages
     assert t.request[0].prompt.startswith("Please forget Orla Vantree.") and all(p.set == "request" for p in t.request)
     assert b.seen_sets == ("forget_seen",) and [p.prompt for p in t.probes["forget_seen"]] == [p.prompt for p in t.request]

@@ -124,6 +124,12 @@ def test_missing_and_malformed_files_are_named(tmp_path: Path):
 @pytest.mark.parametrize("sidecar, message", [
     ({"keys": {"forget": 1}}, "'keys' lacks an integer field 'retain'"),
     ({"rows_per_owner": 0}, "'rows_per_owner' must be a positive integer"),
+    # before: a TypeError, or a MemoryError, only after the model was taught
+    ({"keys": {"forget": 1, "retain": 2}, "k_p": "1"}, r"'k_p' must be an integer of at least 1, got '1'\."),
+    ({"keys": {"forget": 1, "retain": 2}, "n_gram": 1}, r"'n_gram' must be an integer of at least 2, got 1\."),
+    ({"keys": {"forget": 1, "retain": 2}, "tokenizer": "words:99999999999"},
+     r"tokenizer 'words:99999999999' needs a vocabulary size above 2 x k_p \(2\) and at most 1048576"),
+    ({"keys": {"forget": 1, "retain": 2}, "tokenizer": 5}, r"'tokenizer' must name the watermarking model's tokenizer"),
 ])
 def test_malformed_sidecar(tmp_path: Path, sidecar: dict, message: str):
     rows = [{"question": f"q{i}", "answer": f"a{i}"} for i in range(30)]

@@ -87,7 +87,21 @@ def test_malformed_rows_are_named(sample_copy: Path):
         WMDP().load(sample_copy, None, None, 0)
     rows[3]["choices"], rows[3]["answer"] = ["a", "b", "c", "d"], 4
     path.write_text(json.dumps(rows))
-    with pytest.raises(UserError, match="row 3 needs 4 'choices' and an 'answer' index"):
+    with pytest.raises(UserError, match=r"row 3 needs 4 'choices' \(text\) and an 'answer' index"):
+        WMDP().load(sample_copy, None, None, 0)
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("answer", True, r"row 0 needs 4 'choices' \(text\) and an 'answer' index 0-3 \(an integer\)"),  # it read as B
+    ("question", 12, r"row 0 field 'question' is 12, expected text"),
+    ("choices", ["a", "b", 3, "d"], r"row 0 needs 4 'choices' \(text\)"),
+])
+def test_wrong_json_types_are_one_line_never_converted(sample_copy: Path, field, value, message):
+    path = sample_copy / "bio_questions.json"
+    rows = json.loads(path.read_text())
+    rows[0][field] = value
+    path.write_text(json.dumps(rows))
+    with pytest.raises(UserError, match=message):
         WMDP().load(sample_copy, None, None, 0)
 
 

@@ -1,0 +1,119 @@
+"""A pretrained LM's own knowledge of RWKU's people, forgotten: the real-LM table.
+
+    python benchmarks/real_lm.py --model SmolLM2-135M-Instruct.Q4_1.gguf --data-dir ../shared/data/rwku
+
+Nothing is taught: what is forgotten is what the model learned in pretraining, asked
+through its chat template. Three stages, into resumable stores under ``--output`` (run the
+command again to go on where it stopped; stages 2 and 3 run method by method, so a run
+cut short leaves whole rows):
+
+1. **scan** the first ``--scan`` targets (``r2f-bench scan``, cached): the held-out
+   forget probes the untouched model knows (echo-answerable ones never count);
+2. **calibrate** each method on the ``--calibrate`` best-known targets after the table's:
+   its strength knob at the grid of :data:`GRIDS` (stated here, sized for a pretrained
+   135M model, not the demo's defaults), from the weakest up until the mean GUR falls
+   below ``--min-gur``, without RAP; per method, the strongest setting whose mean GUR
+   stays at or above it (none does: the weakest);
+3. **table**: each method at its chosen setting on the ``--targets`` best-known targets,
+   with RAP's attack at ``--rap-lr``; then ``r2f-bench table`` prints it with n per cell.
+
+R2F needs a proxy for its decoder; ``--proxy`` defaults to the model itself (so the
+decoder maps the model's own LoRA gradients to its full gradient: no smaller model of the
+family is in reach here), which the table states.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("TQDM_DISABLE", "1")
+
+from r2f_bench.cli.main import main as cli  # noqa: E402
+from r2f_bench.engine.config import RunConfig  # noqa: E402
+from r2f_bench.engine.scan import scan  # noqa: E402
+from r2f_bench.results.store import Store  # noqa: E402
+from r2f_bench.results.sweep import Job, execute  # noqa: E402
+
+# method -> (strength knob, values from weak to strong, fixed parameters)
+GRIDS: dict[str, tuple[str, list[float], dict[str, str]]] = {
+    "r2f": ("step", [2e-4, 4e-4, 8e-4], {}),
+    "fullgrad": ("step", [2e-4, 4e-4, 8e-4], {}),
+    "lora_multi": ("step", [2e-4, 4e-4, 8e-4], {}),
+    "grad_ascent": ("lr", [1e-5, 3e-5, 1e-4], {}),
+    "npo": ("lr", [1e-5, 3e-5, 1e-4], {}),
+    "rmu": ("steer", [1.0, 3.0, 10.0], {"lr": "5e-5"}),  # the authors' learning rate
+}
+
+
+def mean_gur(records: list[dict]) -> float | None:
+    gurs = [r["gur"] for r in records if isinstance(r.get("gur"), (int, float))]
+    return sum(gurs) / len(gurs) if gurs else None
+
+
+def calibrate(method: str, targets: list[str], base: dict, args: argparse.Namespace, say) -> dict[str, str]:
+    """``method``'s parameters for the table: its knob from the weakest value of :data:`GRIDS`
+    up, until the mean GUR on ``targets`` falls below ``--min-gur``; the strongest value
+    above it (none: the weakest), with the fixed parameters."""
+    knob, values, fixed = GRIDS[method]
+    rows: list[tuple[float, float | None]] = []
+    for value in values:
+        config = RunConfig(method=method, targets=targets, params={**fixed, knob: f"{value:g}"}, rap_steps=0,
+                           output=str(Path(args.output) / "calibrate"), **base)
+        keys = execute([Job(config.to_dict())], config.output, process=(0, 1), progress=say).keys
+        rows.append((value, mean_gur([r for r in map(Store(config.output).get, keys) if r])))
+        if rows[-1][1] is None or rows[-1][1] < args.min_gur:
+            break  # GUR falls as the knob grows: a stronger setting would be below the floor too
+    fine = [v for v, g in rows if g is not None and g >= args.min_gur]
+    pick = max(fine) if fine else values[0]
+    say(f"calibrated {method}: {knob} " + ", ".join(f"{v:g} -> GUR {g if g is None else round(g, 1)}" for v, g in rows)
+        + f"; chosen {pick:g}")
+    return {**fixed, knob: f"{pick:g}"}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", required=True, help="the pretrained LM (GGUF file, folder or hub name)")
+    p.add_argument("--proxy", help="R2F's proxy (default: the model itself)")
+    p.add_argument("--data-dir", required=True, help="RWKU in its official layout")
+    p.add_argument("--scan", type=int, default=40, help="targets to scan, from the first (default 40)")
+    p.add_argument("--targets", type=int, default=4, help="best-known targets in the table (default 4)")
+    p.add_argument("--calibrate", type=int, default=1, help="targets the strengths are chosen on (default 1)")
+    p.add_argument("--methods", default=",".join(GRIDS), help="comma-separated methods of GRIDS")
+    p.add_argument("--min-gur", type=float, default=90.0, help="the calibration's utility floor (default 90)")
+    p.add_argument("--rap-lr", type=float, default=1e-5, help="RAP's attack learning rate (default 1e-5)")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--output", default="r2f-real-lm", help="stores: <output>/calibrate, <output>/table")
+    args = p.parse_args(argv)
+    say = lambda m: print(m, file=sys.stderr, flush=True)
+    base = {"task": "rwku", "model": args.model, "proxy": args.proxy or args.model, "data_dir": args.data_dir,
+            "threads": args.threads}
+
+    _, found = scan(RunConfig(method="", limit=args.scan, output=args.output,
+                              **{k: v for k, v in base.items() if k != "proxy"}), say)
+    ranked = [k.target for k in found if k.total > 0]
+    table_targets = ranked[:args.targets]
+    calibration = ranked[args.targets:args.targets + args.calibrate]
+    if len(table_targets) < args.targets or len(calibration) < args.calibrate:
+        say(f"only {len(ranked)} of {len(found)} scanned targets have a known probe; scan more (--scan)")
+        return 1
+    say(f"table targets: {', '.join(f'{k.target} ({k.total})' for k in found[:args.targets])}; "
+        f"calibration: {', '.join(calibration)}")
+
+    chosen: dict[str, dict[str, str]] = {}
+    out = str(Path(args.output) / "table")
+    for method in args.methods.split(","):  # each method calibrated, then tabulated: a cut-short run keeps whole rows
+        chosen[method] = calibrate(method, calibration, base, args, say)
+        config = RunConfig(method=method, targets=table_targets, params=chosen[method], rap_lr=args.rap_lr,
+                           output=out, **base)
+        execute([Job(config.to_dict())], out, process=(0, 1), progress=say)
+    print(f"R2F's proxy: {base['proxy']}" + (" (the model itself)" if base["proxy"] == args.model else ""))
+    print("chosen settings: " + "; ".join(f"{m} {', '.join(f'{k}={v}' for k, v in p.items())}"
+                                          for m, p in chosen.items()))
+    return cli(["table", "--output", out])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

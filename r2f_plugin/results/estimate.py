@@ -1,0 +1,93 @@
+"""What the rest of a many-job command will cost, from the first job that ran (measured,
+then multiplied out before the rest runs), and cutting a plan to a time budget.
+
+A later job is expected to cost what the first one did, less what the first one cached
+for it: the untouched model's evaluation (``phases["untouched"]``) is read back by every
+later job on the same model and data. RAP's control is cached too but is not a phase of
+its own, so the estimate errs high by up to half of ``rap``. Each job is assumed to run
+as many targets as the first (true of a sweep or frontier over one task).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ..errors import UserError
+
+# fields whose equality means a later job reads the first job's untouched evaluation back
+SAME_EVALUATION = ("model", "task", "data_dir", "targets", "limit", "dtype", "chat_template", "seed", "split",
+                   "forget_source")
+UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0}
+
+
+def parse_duration(text: str) -> float:
+    """``--budget`` in seconds: ``8h``, ``90m``, ``1h30m``, ``45s`` or plain seconds."""
+    spec = text.strip().lower()
+    parts = re.fullmatch(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s?)?", spec)
+    if not spec or parts is None or not any(parts.groups()):
+        raise UserError(f"--budget {text!r} is not a duration; write e.g. 8h, 90m, 1h30m or 3600 (seconds).")
+    seconds = sum(float(v) * unit for v, unit in zip(parts.groups(), UNITS.values()) if v)
+    if seconds <= 0:
+        raise UserError(f"--budget {text!r} is no time at all; give a positive duration, e.g. 8h.")
+    return seconds
+
+
+def span(seconds: float) -> str:
+    """``seconds`` as h/min/s, to the precision an estimate has."""
+    if seconds >= 3600:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.0f} s"
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """From the first job's records: its ``fields``, what a job costs once (``once``: loading
+    and setting the method up), and a target's mean seconds by phase (``phases``)."""
+
+    fields: dict
+    once: float
+    phases: dict[str, float]
+    targets: int
+
+    @classmethod
+    def of(cls, fields: dict, records: list[dict]) -> "Estimate | None":
+        """The estimate from a job's ``records`` (``None``: they state no times)."""
+        timed = [r for r in records if isinstance(r.get("wall_seconds"), (int, float))]
+        if not timed:
+            return None
+        phases: dict[str, float] = {}
+        for r in timed:
+            stated = r.get("phases") or {}
+            for name, seconds in stated.items():
+                phases[name] = phases.get(name, 0.0) + seconds / len(timed)
+            phases["other"] = phases.get("other", 0.0) + (r["wall_seconds"] - sum(stated.values())) / len(timed)
+        once = sum((timed[0].get("phases_once") or {}).values())
+        return cls(fields, once, phases, len(records))
+
+    def job_seconds(self, fields: dict) -> float:
+        """A later job's expected seconds: the untouched evaluation only where it evaluates
+        another model or data than the first job."""
+        same = all(fields.get(k) == self.fields.get(k) for k in SAME_EVALUATION)
+        target = sum(s for name, s in self.phases.items() if not (same and name == "untouched"))
+        return self.once + self.targets * target
+
+    def line(self, jobs: list[dict]) -> str:
+        """The estimate for ``jobs`` (the later jobs' fields), by phase."""
+        total = sum(map(self.job_seconds, jobs))
+        by_phase = ", ".join(f"{name} {s:.1f}" for name, s in sorted(self.phases.items(), key=lambda kv: -kv[1])
+                             if s >= 0.05)
+        return (f"estimate: the {len(jobs)} remaining job{'s' * (len(jobs) != 1)} should take about {span(total)} "
+                f"(measured on the first: {self.targets} target{'s' * (self.targets != 1)} a job, per target {by_phase} "
+                f"s, {self.once:.1f} s to load and set up; later jobs read the untouched evaluation back; targets "
+                f"already stored are skipped, so less)")
+
+    def fit(self, jobs: list[dict], seconds: float) -> int:
+        """How many of ``jobs``, in order, fit in ``seconds``."""
+        n = 0
+        for fields in jobs:
+            seconds -= self.job_seconds(fields)
+            if seconds < 0:
+                break
+            n += 1
+        return n

@@ -1,0 +1,32 @@
+"""Measuring the frontiers: the first round's order under a budget, what a cut leaves out,
+and a curve's own knob range."""
+
+from __future__ import annotations
+
+import pytest
+
+from r2f_bench.errors import UserError
+from r2f_bench.results.frontier_run import Curve, Settings, first_round, plan, without_cut
+
+
+def test_a_frontiers_first_round_puts_the_shipped_defaults_then_the_weakest_strengths_first():
+    curves = [Curve("a", "lr", {"params": {}, "method": "a", "task": "t"}, [0], [0.1, 0.01, 1.0]),
+              Curve("b", "step", {"params": {}, "method": "b", "task": "t"}, [0], [0.2, 0.02])]
+    order = [(j.fields["method"], j.fields["params"]) for j in first_round(curves)]
+    assert order == [("a", {}), ("b", {}), ("a", {"lr": "0.01"}), ("b", {"step": "0.02"}), ("a", {"lr": "0.1"}),
+                     ("b", {"step": "0.2"}), ("a", {"lr": "1.0"})]
+    without_cut(curves, [curves[0].jobs(1.0)[0].label])
+    assert curves[0].strengths == [0.1, 0.01] and curves[1].strengths == [0.2, 0.02]
+    with pytest.raises(UserError, match="no time for every method's shipped defaults"):
+        without_cut(curves, [curves[1].shipped()[0].label])
+
+
+def test_a_frontier_entry_can_give_its_knob_a_range_of_its_own():
+    """A pretrained model's steps lie far below the demo model's declared range."""
+    settings = Settings(["fullgrad@step=1e-4:1e-3", "fullgrad"], "rwku", [0], {"output": "o"}, 3, 0, None, False)
+    ranged, declared = plan(settings, settings.methods)
+    assert ranged.strengths == [1e-4, 3.16e-4, 1e-3] and declared.strengths[0] == 0.002
+    assert "step" not in ranged.base["params"] and ranged.entry == "fullgrad@step=1e-4:1e-3"
+    for bad in ("fullgrad@step=1e-3:1e-4", "fullgrad@step=x:1", "fullgrad@step=0:1"):
+        with pytest.raises(UserError, match=r"bad range step=.* write step=low:high with 0 < low < high"):
+            plan(settings, [bad])
