@@ -75,9 +75,10 @@ def calibrate(method: str, targets: list[str], base: dict, args: argparse.Namesp
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--model", required=True, help="the pretrained LM (GGUF file, folder or hub name)")
+    p.add_argument("--model", default="embedded", help="the pretrained LM (GGUF file, folder or hub name; default: "
+                                                      "the embedded demo model, a smoke test)")
     p.add_argument("--proxy", help="R2F's proxy (default: the model itself)")
-    p.add_argument("--data-dir", required=True, help="RWKU in its official layout")
+    p.add_argument("--data-dir", help="RWKU in its official layout (default: the knowledge world, a smoke test)")
     p.add_argument("--scan", type=int, default=40, help="targets to scan, from the first (default 40)")
     p.add_argument("--targets", type=int, default=4, help="best-known targets in the table (default 4)")
     p.add_argument("--calibrate", type=int, default=1, help="targets the strengths are chosen on (default 1)")
@@ -109,7 +110,8 @@ def main(argv: list[str] | None = None) -> int:
         config = RunConfig(method=method, targets=table_targets, params=chosen[method], rap_lr=args.rap_lr,
                            output=out, **base)
         execute([Job(config.to_dict())], out, process=(0, 1), progress=say)
-    print(f"R2F's proxy: {base['proxy']}" + (" (the model itself)" if base["proxy"] == args.model else ""))
+    if "r2f" in chosen:
+        print(f"R2F's proxy: {base['proxy']}" + (" (the model itself)" if base["proxy"] == args.model else ""))
     print("chosen settings: " + "; ".join(f"{m} {', '.join(f'{k}={v}' for k, v in p.items())}"
                                           for m, p in chosen.items()))
     return cli(["table", "--output", out])
