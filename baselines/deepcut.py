@@ -50,7 +50,7 @@ from ..unlearner import Edit, Strength, Unlearner, at_least, positive
 @dataclass
 class DeepCutParams(BatchParams):
     steps: int = field(default=5, metadata={"help": "AdamW steps", "check": at_least(1)})
-    lr: float = field(default=1e-3, metadata={"help": "learning rate (tuned on the dev split)", "check": positive})
+    lr: float = field(default=1.64e-3, metadata={"help": "learning rate (tuned on the dev split)", "check": positive})
     beta: float = field(default=1.0, metadata={"help": "weight of the contrastive forgetting loss"})
     tau: float = field(default=0.1, metadata={"help": "InfoNCE temperature", "check": positive})
 

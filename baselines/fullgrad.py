@@ -37,14 +37,14 @@ from ..errors import UserError
 from ..training.gradients import check_finite, exact_gradients, linear_weights
 from ..training.lora import target_modules
 from ..training.losses import check_loss, unlearning_loss
-from ..training.one_step import OneStepUnlearner, StepParams, all_views, norm
+from ..training.one_step import OneStepUnlearner, StepParams, all_views, grad_norms, norm
 from ..unlearner import Edit, Unlearner, tuned
 
 
 class FullGrad(OneStepUnlearner):
     name = "fullgrad"
     description = "FullGrad (R2F paper, App. B): one step along the exact full gradient of one view."
-    Params = tuned(StepParams, step=0.0122)
+    Params = tuned(StepParams, step=0.0328)
 
     def gradient(self, model, request, ctx):
         grads = exact_gradients(model, ctx.tokenizer, request.facts, self.params.loss, target_modules(model, ctx.target_modules))
@@ -54,7 +54,7 @@ class FullGrad(OneStepUnlearner):
 class FullGradMultiview(OneStepUnlearner):
     name = "fullgrad_multiview"
     description = "Exact multi-view gradient (R2F's reference): one step along the exact gradient of all of R2F's views."
-    Params = tuned(StepParams, step=0.00537)  # R2F's step: the two differ only in the gradient
+    Params = tuned(StepParams, step=0.0144)  # R2F's step: the two differ only in the gradient
 
     def gradient(self, model, request, ctx):
         grads = exact_gradients(model, ctx.tokenizer, all_views(request), self.params.loss, target_modules(model, ctx.target_modules))
@@ -69,6 +69,11 @@ class FullGradFused(Unlearner):
 
     def unlearn(self, model, request, ctx):
         weights = linear_weights(model, target_modules(model, ctx.target_modules))
+        return Edit(model, {"views_used": 1, **grad_norms([self.fused_step(model, request, ctx, weights)
+                                                           for _ in range(self.params.steps)])})
+
+    def fused_step(self, model, request, ctx, weights) -> float:
+        """One step, its gradient's norm from a first fused pass and its update from a second."""
         w_norm = sum(norm(w) ** 2 for w in weights.values()) ** 0.5
         squares: list[float] = []
         fused_backward(model, ctx.tokenizer, request.facts, self.params.loss, weights,
@@ -79,7 +84,7 @@ class FullGradFused(Unlearner):
         scale = -self.params.step * w_norm / g_norm
         fused_backward(model, ctx.tokenizer, request.facts, self.params.loss, weights,
                        lambda w: w.data.add_(w.grad.to(w.dtype), alpha=scale))
-        return Edit(model, {"views_used": 1, "grad_norm": g_norm})
+        return g_norm
 
 
 def fused_backward(model, tokenizer, probes, loss, weights, on_gradient) -> None:

@@ -38,7 +38,7 @@ from ..unlearner import Edit, Strength, Unlearner, at_least, positive
 @dataclass
 class GradAscentParams(BatchParams):
     steps: int = field(default=5, metadata={"help": "AdamW steps on the forget facts (fixed for every target)", "check": at_least(1)})
-    lr: float = field(default=8.49e-4, metadata={"help": "learning rate (tuned on the dev split; Jang et al.: 5e-5 on GPT-Neo)", "check": positive})
+    lr: float = field(default=1.39e-3, metadata={"help": "learning rate (tuned on the dev split; Jang et al.: 5e-5 on GPT-Neo)", "check": positive})
 
 
 class GradAscent(Unlearner):

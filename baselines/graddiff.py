@@ -50,7 +50,7 @@ class ForgetRetainParams(BatchParams):
     """The loop's parameters: shared by GradDiff, NPO and SimNPO."""
 
     steps: int = field(default=5, metadata={"help": "AdamW steps (fixed for every target)", "check": at_least(1)})
-    lr: float = field(default=6.11e-4, metadata={"help": "learning rate, the strength knob (each method tunes its own)", "check": positive})
+    lr: float = field(default=1.18e-3, metadata={"help": "learning rate, the strength knob (each method tunes its own)", "check": positive})
     retain_weight: float = field(default=1.0, metadata={"help": "λ, weight of the retain answers' NLL (0: none)", "check": at_least(0)})
 
 

@@ -56,7 +56,7 @@ class LoraSingle(OneStepUnlearner):
 
     name = "lora_single"
     description = "Single-view LoRA (R2F paper, App. B): one step in LoRA parameters from the request as asked."
-    Params = tuned(LoraParams, step=0.0236)
+    Params = tuned(LoraParams, step=0.0456)
     multi_view = False
 
     def gradient(self, model, request, ctx):
@@ -72,7 +72,7 @@ class LoraMulti(LoraSingle):
 
     name = "lora_multi"
     description = "Multi-view LoRA (R2F paper, App. B): the same with LoRA gradients averaged over the views."
-    Params = tuned(LoraParams, step=0.017)
+    Params = tuned(LoraParams, step=0.0386)
     multi_view = True
 
 
@@ -80,7 +80,7 @@ class LoraMulti(LoraSingle):
 class LoraFinetuneParams(BatchParams):
     rank: int = field(default=8, metadata={"help": "LoRA rank of the adapters (R2F paper: 8)", "check": at_least(1)})
     steps: int = field(default=5, metadata={"help": "AdamW steps on the adapters (fixed for every target)", "check": at_least(1)})
-    lr: float = field(default=3.19e-3, metadata={"help": "AdamW learning rate of the adapters, the strength knob (tuned on the dev split)", "check": positive})
+    lr: float = field(default=5.88e-3, metadata={"help": "AdamW learning rate of the adapters, the strength knob (tuned on the dev split)", "check": positive})
     loss: str = field(default="unlikelihood", metadata={"help": "unlearning loss: ascent or unlikelihood (as the one-step methods)",
                                                         "check": one_of(*LOSSES)})
 

@@ -78,7 +78,7 @@ def npo_forget(model: torch.nn.Module, tokenizer: Any, refs: dict[Probe, float],
 class NPO(Unlearner):
     name = "npo"
     description = "NPO (Zhang et al. 2024): DPO-style negative preference on the forget answers against the untouched model."
-    Params = tuned(NpoParams, lr=7.2e-4)
+    Params = tuned(NpoParams, lr=1.64e-3)
     strength = Strength("lr", 1e-4, 1e-2)
 
     def unlearn(self, model, request, ctx):

@@ -69,7 +69,7 @@ class RmuParams(BatchParams):
     accumulate: int = field(default=1, metadata={"help": "micro-batches per optimiser step (authors: 1)", "check": at_least(1)})
     steps: int = field(default=150, metadata={"help": "AdamW steps (authors: 150)", "check": at_least(1)})
     lr: float = field(default=3e-3, metadata={"help": "learning rate (authors: 5e-5 on 7B models)", "check": positive})
-    steer: float = field(default=4.85, metadata={"help": "c, the strength knob, in medians of layer ℓ's token norm on retain data (tuned on the dev split; authors: 6.5 absolute on Zephyr-7B)", "check": positive})
+    steer: float = field(default=6.98, metadata={"help": "c, the strength knob, in medians of layer ℓ's token norm on retain data (tuned on the dev split; authors: 6.5 absolute on Zephyr-7B)", "check": positive})
     alpha: float = field(default=1200.0, metadata={"help": "α, weight of the retain activation loss (authors: 1200)", "check": at_least(0)})
     layer: int = field(default=-1, metadata={"help": "ℓ, the steered layer (0-based; -1: round(7/32·depth), at least 1)", "check": at_least(-1)})
 

@@ -63,7 +63,7 @@ def simnpo_forget(model: torch.nn.Module, tokenizer: Any, beta: float, gamma: fl
 class SimNPO(Unlearner):
     name = "simnpo"
     description = "SimNPO (Fan et al. 2024): reference-free, length-normalised NPO with a margin, plus a retain NLL."
-    Params = tuned(SimNpoParams, lr=8.49e-4)
+    Params = tuned(SimNpoParams, lr=1.93e-3)
     strength = Strength("lr", 1e-4, 1e-2)
 
     def unlearn(self, model, request, ctx):

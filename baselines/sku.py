@@ -64,7 +64,7 @@ DEFAULT_QV = ("q_proj", "v_proj")
 @dataclass
 class SkuParams(BatchParams):
     steps: int = field(default=10, metadata={"help": "stage-1 AdamW steps (linear decay to 0)", "check": at_least(1)})
-    lr: float = field(default=3e-3, metadata={"help": "stage-1 learning rate (tuned on the dev split at λ = 1; authors: 2e-5 for 1000 steps)", "check": positive})
+    lr: float = field(default=9e-3, metadata={"help": "stage-1 learning rate (tuned on the dev split at λ = 1; authors: 2e-5 for 1000 steps)", "check": positive})
     eps_gd: float = field(default=0.5, metadata={"help": "weight of guided distortion (authors: 0.5)"})
     eps_rd: float = field(default=1.0, metadata={"help": "weight of random disassociation (authors: 1)"})
     eps_pd: float = field(default=1.0, metadata={"help": "weight of preservation divergence, −KL on retain data (authors: 1)"})

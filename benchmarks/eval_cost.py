@@ -140,15 +140,15 @@ def main(argv: list[str] | None = None) -> int:
         forget = sum(len(v) for v in run.probe_sets(target, forget_only=True).values())
         prompts = len(run.bench.general_prompts)
         request = run.request(target)
-        attack = ev.attack_data(request)
+        planned = run.attacks.plan(target, request)  # the run's attacks (default: RAP alone)
         rows = [phase("untouched evaluation", tokens, flops, rate, probes, lambda: ev.scores(m, target)),
                 phase("alignment reference", tokens, flops, rate, prompts, ev.reference)]
         model = run.weights.edited()
         edit = run.method.unlearn(model, request, run.ctx)
         rows += [phase("edited evaluation", tokens, flops, rate, probes, lambda: ev.scores(edit.model, target)),
                  phase("identity alignment", tokens, flops, rate, prompts, lambda: ev.alignment(edit.model)),
-                 phase("RAP attack + re-test", tokens, flops, rate, forget,
-                       lambda: ev.relearned(edit.model, target, attack))]
+                 phase("attacks + re-test", tokens, flops, rate, forget * len(planned),
+                       lambda: run.attacks.after(edit.model, target, planned))]
         run.weights.to_start()
     total = {k: sum(r[k] for r in rows) for k in ("seconds", "tokens", "floor_seconds")}
     result = {"model": run.model_label, "parameters": params, "gemm_gflops": rate / 1e9, "threads": args.threads,

@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(result))
     else:
         for key in ("a1_never_taught_qa", "a1_never_taught_template_targets", "a2_never_taught_template",
-                    "a3_usr_at_gur95", "a4_margin_at_gur90", "a4_control_excess",
+                    "a3_usr_at_gur95", "a4_margin_at_gur90", "a4_name_margin_at_gur90", "a4_control_excess",
                     "a4_control_excess_whole_curve", "teach_seconds", "passes"):
             print(f"{key}: {json.dumps(result[key])}")
     return 0 if all(result["passes"].values()) else 1

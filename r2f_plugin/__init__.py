@@ -13,7 +13,7 @@ from typing import Any
 __version__ = "0.1.0"
 
 _HOME = {
-    "Benchmark": "data", "ForgetRequest": "data", "Probe": "data", "Target": "data",
+    "Attack": "attack", "Attacked": "attack", "Benchmark": "data", "ForgetRequest": "data", "Probe": "data", "Target": "data",
     "UserError": "errors", "hookimpl": "hookspecs", "Task": "task",
     "Context": "unlearner", "Edit": "unlearner", "Proxy": "unlearner", "Strength": "unlearner", "Unlearner": "unlearner",
 }

@@ -9,13 +9,13 @@ import time
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Any, Iterator
 
 import torch
 
 # what a result record times (``phases``): one target's run, in the order a run runs them;
 # and the run's one-time costs (``phases_once``), stated in each of its records
-TARGET_PHASES = ("untouched", "unlearn", "evaluate", "extra", "alignment", "rap", "restore")
+TARGET_PHASES = ("untouched", "unlearn", "evaluate", "extra", "alignment", "attacks", "restore")
 ONCE_PHASES = ("load", "setup")
 
 
@@ -49,6 +49,7 @@ _allocated_bytes = _heap_reader()
 class Cost:
     seconds: float = 0.0
     peak_mem_mb: float = 0.0  # peak extra memory over the level at entry
+    budget: dict[str, Any] = field(default_factory=dict)  # a deletion's other spending (engine.budget.Spend)
 
 
 @contextmanager

@@ -1,8 +1,8 @@
-"""Hook specifications: how methods, benchmarks and commands plug into r2f-bench.
+"""Hook specifications: how methods, benchmarks, attacks and commands plug into r2f-bench.
 
 A plugin is a module that implements some of the hooks below with :data:`hookimpl`.
 Third-party plugins are listed under the ``r2f_bench`` entry-point group of their
-distribution; the built-ins (R2F, every baseline, every benchmark) are ordinary
+distribution; the built-ins (R2F, every baseline, benchmark and attack) are ordinary
 plugins loaded from :data:`r2f_bench.plugins.DEFAULT_PLUGINS` through the same hooks.
 
 Example (``my_method.py``, with ``[project.entry-points.r2f_bench] mine = "my_method"``)::
@@ -71,6 +71,21 @@ def register_tasks(register: Callable[[type], None]) -> None:
     (the loaded benchmark's ``seen_sets``: strings of the request itself) or ``held_out``
     (all others: the headline USR). ``load`` must keep every evaluated string out of what a
     method sees (:mod:`r2f_bench.engine.protocol` checks it before any model loads).
+    """
+
+
+@hookspec
+def register_attacks(register: Callable[[type], None]) -> None:
+    """Register attacks on unlearned models (``--attacks``).
+
+    :param register: call ``register(cls)`` once per attack, where ``cls`` is a subclass
+        of :class:`r2f_bench.Attack`. Its ``name`` is what users pass to ``--attacks``
+        (``name`` or ``name:value``, the value setting its ``spec_param``, by default the only
+        field of its ``Params``).
+
+    An attack sees what a method sees, never an evaluated string; the run checks the data
+    it declares for leaks, runs it on the untouched model as its control, and puts the
+    unlearned weights back after it (:mod:`r2f_bench.attack`).
     """
 
 

@@ -29,22 +29,23 @@ DEFAULT_PLUGINS = (
     "baselines.eco", "baselines.sku", "baselines.deepcut",
     "baselines.graddiff", "baselines.npo", "baselines.simnpo", "baselines.rmu",
     "tasks.rwku", "tasks.wmdp", "tasks.muse", "tasks.waterdrum",
+    "attacks",
 )
 
 
 @dataclass(frozen=True)
 class PluginInfo:
-    """Where a registered method or task came from."""
+    """Where a registered method, task or attack came from."""
 
     name: str
-    kind: str  # "method" or "task"
+    kind: str  # "method", "task" or "attack"
     plugin: str  # entry-point (or registration) name of the plugin module
     distribution: str
     version: str
 
 
 class PluginRegistry:
-    """A pluggy manager plus the method and task classes its hooks registered."""
+    """A pluggy manager plus the method, task and attack classes its hooks registered."""
 
     def __init__(self) -> None:
         self.pm = pluggy.PluginManager(hookspecs.PROJECT)
@@ -53,6 +54,7 @@ class PluginRegistry:
         self._collected = False
         self.methods: dict[str, type] = {}
         self.tasks: dict[str, type] = {}
+        self.attacks: dict[str, type] = {}
         self.info: dict[tuple[str, str], PluginInfo] = {}
         self._yamls_checked: set[type] = set()
 
@@ -94,8 +96,9 @@ class PluginRegistry:
     def _collect(self) -> None:
         if self._collected:
             return
-        self.methods, self.tasks, self.info = {}, {}, {}
-        for kind, hook in (("method", self.pm.hook.register_unlearners), ("task", self.pm.hook.register_tasks)):
+        self.methods, self.tasks, self.attacks, self.info = {}, {}, {}, {}
+        for kind, hook in (("method", self.pm.hook.register_unlearners), ("task", self.pm.hook.register_tasks),
+                           ("attack", self.pm.hook.register_attacks)):
             for impl in hook.get_hookimpls():
                 try:
                     impl.function(register=self._registrar(kind, impl.plugin))
@@ -109,7 +112,7 @@ class PluginRegistry:
 
     def _registrar(self, kind: str, plugin: Any):
         plugin_name, dist, version = self._origin.get(id(plugin), ("?", "local", "0"))
-        table = self.methods if kind == "method" else self.tasks
+        table = {"method": self.methods, "task": self.tasks, "attack": self.attacks}[kind]
 
         def register(cls: type) -> None:
             name = getattr(cls, "name", None)
@@ -150,6 +153,13 @@ class PluginRegistry:
             check_yamls(cls)
             self._yamls_checked.add(cls)
         return cls
+
+    def attack(self, name: str) -> type:
+        self._collect()
+        if name not in self.attacks:
+            raise UserError(f"unknown attack {name!r}; choose one of: {', '.join(sorted(self.attacks))} "
+                            f"(see `r2f-bench attacks`).")
+        return self.attacks[name]
 
     def listing(self, kind: str) -> list[PluginInfo]:
         self._collect()

@@ -173,7 +173,7 @@ class Unlearner(ABC):
             if key not in fields:
                 known = ", ".join(fields) or "none"
                 raise UserError(f"method {cls.name!r} has no parameter {key!r}; its parameters are: {known}.")
-            values[key] = _coerce(raw, fields[key], cls.Params, cls.name)
+            values[key] = coerce(raw, fields[key], cls.Params, f"method {cls.name!r}")
         return cls.Params(**values)
 
     @classmethod
@@ -215,22 +215,23 @@ def one_of(*choices: str) -> Check:
     return lambda value: None if value in choices else f"one of {', '.join(choices)}"
 
 
-def _coerce(raw: str, f: dataclasses.Field, params: type, method: str) -> Any:
+def coerce(raw: str, f: dataclasses.Field, params: type, owner: str) -> Any:
     """``raw`` converted by the field's type annotation (``int``, ``float``, ``str``,
     ``bool``, ``tuple[T, ...]`` / ``list[T]`` as comma-separated values, ``T | None``
-    with ``none``), then checked: finite numbers, and the field's declared ``check``."""
+    with ``none``), then checked: finite numbers, and the field's declared ``check``;
+    ``owner`` names the plugin in the error line (``method 'r2f'``)."""
     annotation = typing.get_type_hints(params)[f.name]
     try:
         value = _convert(raw, annotation)
     except ValueError:
-        raise UserError(f"parameter {f.name!r} of method {method!r} expects {_describe(annotation)}, got {raw!r}.") from None
+        raise UserError(f"parameter {f.name!r} of {owner} expects {_describe(annotation)}, got {raw!r}.") from None
     problem = None
     if isinstance(value, float) and not math.isfinite(value):
         problem = "a finite number"
     elif value is not None and "check" in f.metadata:
         problem = f.metadata["check"](value)
     if problem:
-        raise UserError(f"parameter {f.name!r} of method {method!r} must be {problem}, got {raw!r}.")
+        raise UserError(f"parameter {f.name!r} of {owner} must be {problem}, got {raw!r}.")
     return value
 
 

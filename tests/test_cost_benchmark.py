@@ -60,7 +60,7 @@ def test_eval_cost_counts_every_phases_tokens_against_the_floor(capsys, monkeypa
     result = json.loads(capsys.readouterr().out)
     phases = {p["phase"]: p for p in result["phases"]}
     assert list(phases) == ["untouched evaluation", "alignment reference", "edited evaluation", "identity alignment",
-                            "RAP attack + re-test"]
+                            "attacks + re-test"]
     for p in phases.values():
         assert p["tokens"] >= p["requests"] > 0 and p["seconds"] > 0
         assert p["floor_seconds"] == pytest.approx(p["tokens"] * 2 * result["parameters"] / (result["gemm_gflops"] * 1e9))

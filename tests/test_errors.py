@@ -38,6 +38,13 @@ def _write(path: Path, data) -> None:
 # (id, extra argv given the tmp dir and an RWKU copy, the exact message after "error: ")
 CASES = [
     ("nan step", lambda t, r: ["--set", "step=nan"], "parameter 'step' of method 'r2f' must be a finite number, got 'nan'."),
+    ("unknown attack", lambda t, r: ["--attacks", "rap,quantise:nf4"],
+     "unknown attack 'quantise'; choose one of: fewshot, leak_at_k, quantize, rap, relearn_unrelated "
+     "(see `r2f-bench attacks`)."),
+    ("bad attack value", lambda t, r: ["--attacks", "quantize:fp8"],
+     "parameter 'format' of attack 'quantize' must be one of nf4, int8, got 'fp8'."),
+    ("a value for an attack that takes none", lambda t, r: ["--attacks", "rap:3"],
+     "attack 'rap' takes no value; write rap in --attacks, not rap:3."),
     ("huge step", lambda t, r: ["--set", "step=1e30"], "parameter 'step' of method 'r2f' must be in (0, 1], got '1e30'."),
     ("negative step", lambda t, r: ["--set", "step=-1"], "parameter 'step' of method 'r2f' must be in (0, 1], got '-1'."),
     ("infinite step", lambda t, r: ["--set", "step=inf"], "parameter 'step' of method 'r2f' must be a finite number, got 'inf'."),
@@ -418,7 +425,7 @@ def test_nan_edit_is_a_diverged_record_never_perfect_forgetting(tmp_path):
     finally:
         reg.unregister("explode-plugin")
     assert rec["status"] == "diverged" and all(rec[m] is None for m in ("usr", "gur", "rap", "identity_alignment"))
-    assert list(rec["phases"]) == ["untouched", "unlearn", "rap", "restore"]  # the phases that ran (rap: its control)
+    assert list(rec["phases"]) == ["untouched", "unlearn", "attacks", "restore"]  # the phases that ran (attacks: the controls)
     json.dumps(rec, allow_nan=False)
     assert not list(tmp_path.glob(".work-*"))
     ok = table_record("r2f", "rwku", 0, "t1", 80.0, 95.0, 20.0, 0.9, 1.0)

@@ -63,6 +63,34 @@ def test_method_runs_on_task(method, task, settings):
     assert torch.isfinite(logits).all()
 
 
+# the methods whose papers descend a retain loss during the deletion (issue 42's list)
+RETAIN_IN_DELETION = {"graddiff", "simnpo", "rmu", "scrub", "deepcut", "sku"}
+
+
+@pytest.mark.parametrize("method", [m for m in METHODS if registry().method(m).__module__.startswith("r2f_bench")])
+def test_the_budget_is_measured_alike_for_every_method(method, settings):
+    """Passes with gradients and retain reads, measured from outside the method: the ascent
+    family takes several passes, the one-step methods one per view batch, and exactly the
+    methods that descend a retain loss read retain data in the deletion."""
+    from r2f_bench.engine.budget import Watched, metered
+
+    model, ctx, request = settings["rwku"]
+    cls = registry().method(method)
+    m = cls(cls.parse_params())
+    pool = Watched(ctx.retain_pool)
+    ctx = copy.copy(ctx)
+    ctx.retain_pool = pool
+    m.setup(model, ctx)
+    request = ForgetRequest(target=request.target, views=request.views, retain=Watched(request.retain))
+    edited = copy.deepcopy(model)
+    with metered(edited, (request.retain, pool)) as spend:
+        m.unlearn(edited, request, ctx)
+    assert spend.retain_read is (method in RETAIN_IN_DELETION), spend
+    assert (spend.grad_passes > 0) is cls.edits_weights and (spend.grad_tokens > 0) is cls.edits_weights
+    if cls.edits_weights and cls.strength is not None and cls.strength.param == "lr":  # optimiser loops
+        assert spend.grad_passes >= 5
+
+
 @pytest.mark.parametrize("method", METHODS)
 def test_a_deletion_after_a_restore_repeats_the_first(method, settings, tmp_path):
     """A run deletes target after target from one model put back in between

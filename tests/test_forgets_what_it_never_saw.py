@@ -28,12 +28,7 @@ from r2f_bench.unlearner import Edit, Unlearner
 
 TARGETS = 8  # paired over 8 targets: with 4, one target's swing (-12 to +57 points for R2F) moved the mean by 10
 MARGIN = 10.0  # points of held-out USR the real request must add over the control
-# measured at the shipped defaults on the shipped demo models (deterministic: one thread); strict, so a change
-# that makes the method pass shows up too
-NAME_TRIGGERED = {"sku": "SKU forgets 19.0 held-out points at its shipped defaults, 8.5 more than it breaks of the "
-                         "name control (10.5): most of its weak forgetting is what breaks sentences naming the target"}
-METHODS = [pytest.param(i.name, marks=pytest.mark.xfail(strict=True, reason=NAME_TRIGGERED[i.name]))
-           if i.name in NAME_TRIGGERED else i.name for i in registry().listing("method")]
+METHODS = [i.name for i in registry().listing("method")]
 
 
 def world_run(method: str, out) -> Run:

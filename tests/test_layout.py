@@ -7,7 +7,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PRODUCTION = ("r2f_plugin", "baselines", "tasks")
+PRODUCTION = ("r2f_plugin", "baselines", "tasks", "attacks")
 
 
 def imported_modules(path: Path) -> set[str]:
@@ -38,9 +38,9 @@ def test_eco_and_views_embed_with_the_training_embedder():
 
 # The floor plan (docs/layout.md): each layer imports only its own and lower layers. A
 # plugin's commands are command-line code, so they sit with the CLI.
-LAYERS = {"": 0, "training": 1, "engine": 2, "tasks": 3, "baselines": 3, "r2f": 3, "results": 4, "cli": 5,
+LAYERS = {"": 0, "training": 1, "engine": 2, "tasks": 3, "baselines": 3, "attacks": 3, "r2f": 3, "results": 4, "cli": 5,
           "__main__": 5, "r2f.commands": 5}
-FOLDERS = {"r2f_plugin": "", "baselines": "baselines", "tasks": "tasks"}
+FOLDERS = {"r2f_plugin": "", "baselines": "baselines", "tasks": "tasks", "attacks": "attacks"}
 
 
 def module_name(path: Path) -> tuple[str, bool]:

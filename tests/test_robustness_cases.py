@@ -8,6 +8,7 @@ import json
 import re
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -115,7 +116,10 @@ def light_run(tmp_path, monkeypatch):
 
     import torch
 
+    from r2f_bench.attack import Budget
+    from r2f_bench.attacks import relearn
     from r2f_bench.engine import evaluate
+    from r2f_bench.engine.attacks import Attacks
     from r2f_bench.engine.config import RunConfig
     from r2f_bench.engine.run import Run
     from r2f_bench.engine.weights import Weights
@@ -128,13 +132,14 @@ def light_run(tmp_path, monkeypatch):
     run.model, run.tokenizer, run.device, run.said, run.evaluations = torch.nn.Linear(1, 1), None, torch.device("cpu"), said, []
     run.weights = Weights(run.model, run.out_dir, run.config.method)
     run.evaluator = evaluate.Evaluator(run, SimpleNamespace(label="stand-in", info={}, tokenizer=None, chat_template=False), run.weights)
+    run.attacks = Attacks("rap", run.evaluator, run.weights, SimpleNamespace(seed=0, tokenizer=None), Budget(5, 1e-3))
 
-    def score_sets(model, sets):
+    def score_sets(model, sets, sampling=None):
         run.evaluations.append(set(sets))
         return {s: [{"answered": 1.0} for _ in ps] for s, ps in sets.items()}
 
     monkeypatch.setattr(run.evaluator, "score_sets", score_sets)
-    monkeypatch.setattr(evaluate, "finetune", lambda *a, **kw: None)  # RAP's attack changes nothing
+    monkeypatch.setattr(relearn, "finetune", lambda *a, **kw: None)  # RAP's attack changes nothing
     monkeypatch.setattr(run.task, "extra_scores", lambda *a: {})
     return run
 
@@ -143,8 +148,11 @@ def light_run(tmp_path, monkeypatch):
 @pytest.mark.parametrize("entry", [{}, [], 5, [1], {"forget_qa": [1]}],
                          ids=["empty object", "empty array", "a number", "rows not objects", "a set's rows not objects"])
 def test_wrong_shape_cache_entries_are_set_aside_and_rebuilt(kind, entry, light_run):
+    from r2f_bench.engine.attacks import Planned
+
     run, target = light_run, light_run.targets[0]
-    read = (lambda: run.evaluator.untouched(target)) if kind == "untouched" else (lambda: run.evaluator.control(target, []))
+    planned = [Planned("rap", run.attacks.attacks[0][1], [])]
+    read = (lambda: run.evaluator.untouched(target)) if kind == "untouched" else (lambda: run.attacks.controls(target, planned)["rap"])
     first = read()
     path = run.evaluator.untouched_paths(target)["forget_qa"]
     if kind == "attack":
@@ -298,15 +306,17 @@ def test_what_unlearn_returns_is_checked_as_it_returns(returned, message, light_
 
     from r2f_bench.errors import UserError
 
+    from r2f_bench.engine.budget import Watched
+
     run = light_run
-    run.ctx = None
+    run.ctx, run.retain_in_setup = SimpleNamespace(retain_pool=Watched()), False
     run.method = SimpleNamespace(unlearn=lambda model, request, ctx: returned(model),
                                  diagnostics=lambda model, request, ctx: {})
     monkeypatch.setattr(run, "prepare", lambda: None)
-    monkeypatch.setattr(run, "request", lambda target: None)
+    monkeypatch.setattr(run, "request", lambda target: SimpleNamespace(retain=Watched()))
     monkeypatch.setattr(run.evaluator, "reference", lambda: [])  # identity alignment's, which needs a tokenizer
-    monkeypatch.setattr(run.evaluator, "attack_data", lambda request: [])
-    monkeypatch.setattr(run.evaluator, "control", lambda target, data: {})
+    monkeypatch.setattr(run, "attacks", SimpleNamespace(plan=lambda target, request: [], controls=lambda target, planned: {},
+                                                         after=lambda model, target, planned: {}))
     with pytest.raises(UserError) as exc:
         run.run_target(run.targets[0])
     assert str(exc.value) == message and run.evaluations == [set(run.probe_sets(run.targets[0]))]  # the untouched model's only

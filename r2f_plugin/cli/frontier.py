@@ -9,6 +9,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from ..results.frontier import TOLERANCE
 from ..results.frontier_run import Settings, run_frontier
 from ..results.frontier_tables import as_json, write_report
 from ..results.launch import add_launcher_options, launcher
@@ -33,7 +34,7 @@ def run(args: argparse.Namespace) -> dict[str, Any] | None:
     process ran its share under ``accelerate launch``, and the main one tabulates)."""
     launch = launcher(args, say(args))  # a missing submitit or a bad combination fails first
     settings = Settings(split_list(args.methods), args.task, parse_seeds(args.seeds), run_values(args), args.points,
-                        args.refine, args.baseline, args.keep_going, budget_deadline(args))
+                        args.refine, args.baseline, args.keep_going, budget_deadline(args), args.after)
     measured = run_frontier(settings, launch, say(args))
     if isinstance(measured, SweepReport):
         print(f"this process ran its share of the first round ({measured.assigned} of {measured.planned} jobs) "
@@ -51,8 +52,9 @@ def add_parser(subparsers: Any) -> None:
                               description="Run every method at log-spaced strengths of its declared knob (and once at "
                                           "its shipped defaults) on the same targets, seeds, views and retain data, "
                                           "into a resumable store; add strengths near GUR 95 and 90 until a measured "
-                                          "point lies within 2 GUR of each; report USR at GUR >= 95 and >= 90 and "
-                                          "the area under the frontier with target-level bootstrap CIs, paired "
+                                          f"point lies within {TOLERANCE:g} GUR of each; report USR at GUR >= 95 and "
+                                          ">= 90 (or after an attack: --after) and the area under the frontier with "
+                                          "bootstrap CIs over targets and taught models, Holm-corrected paired "
                                           "differences against a baseline and tiers, frontier.png and the tables in "
                                           "Markdown, LaTeX, CSV and HTML.")
     add_run_options(p, split=False)
@@ -64,6 +66,9 @@ def add_parser(subparsers: Any) -> None:
                    help=f"strengths per method, log-spaced over its declared range (default {DEFAULT_POINTS})")
     p.add_argument("--refine", type=int, default=DEFAULT_REFINE,
                    help=f"rounds of strengths added near each GUR floor (default {DEFAULT_REFINE}; 0: none)")
+    p.add_argument("--after", default=None, metavar="ATTACK",
+                   help="read USR after this attack (one of --attacks, e.g. quantize:nf4): a method that hides what "
+                        "it removes falls down the ranking (default: USR as the deletion left it)")
     p.add_argument("--baseline", default=None, help="the --methods entry others are paired against (default: the first)")
     p.add_argument("--out-dir", default=None, help="where to write frontier.png and the tables (default <output>/frontier)")
     p.add_argument("--keep-going", action="store_true",

@@ -1,8 +1,9 @@
-"""``r2f-bench methods`` and ``r2f-bench tasks``: what is installed, and from where."""
+"""``r2f-bench methods``, ``tasks`` and ``attacks``: what is installed, and from where."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import inspect
 import json
 import shutil
@@ -32,11 +33,14 @@ def cmd_list(kind: str) -> Callable[[argparse.Namespace], None]:
         reg = registry()
         rows = []
         for info in reg.listing(kind):
-            cls = reg.method(info.name) if kind == "method" else reg.task(info.name)
+            cls = {"method": reg.method, "task": reg.task, "attack": reg.attack}[kind](info.name)
             row = {"name": info.name, "version": info.version, "distribution": info.distribution,
                    "description": describe(cls)}
             if kind == "method":
                 row["params"] = cls.describe_params()
+            elif kind == "attack":
+                row["params"] = [{"name": f.name, "default": f.default, "help": f.metadata.get("help", "")}
+                                 for f in dataclasses.fields(cls.Params)]
             else:
                 row["yaml_dir"] = str(cls.yaml_dir())
                 row["lm_eval_tasks"] = [cls().lm_eval_name(s) for s in cls.forget_sets + cls.neighbor_sets + (cls.utility_set,)]
@@ -59,8 +63,8 @@ def cmd_list(kind: str) -> Callable[[argparse.Namespace], None]:
 
 
 def add_parser(subparsers: Any) -> None:
-    for kind, name in (("method", "methods"), ("task", "tasks")):
+    for kind, name in (("method", "methods"), ("task", "tasks"), ("attack", "attacks")):
         p = subparsers.add_parser(name, help=f"list installed {name}", description=f"List the installed {name}, "
-                                  f"built-in and third-party, with their versions{' and parameters' if kind == 'method' else ''}.")
+                                  f"built-in and third-party, with their versions{'' if kind == 'task' else ' and parameters'}.")
         add_json_option(p, "the listing")
         p.set_defaults(func=cmd_list(kind))

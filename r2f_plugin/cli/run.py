@@ -11,6 +11,7 @@ import argparse
 from typing import Any
 
 from ..engine.metrics import ANSWERED_NOTE, BY_TASK, legend
+from ..engine.record import RAP
 from ..plugins import registry
 from ..results.store import Store
 from ..results.sweep import Job, execute
@@ -39,6 +40,8 @@ def cmd_run(args: argparse.Namespace) -> None:
     store = Store(args.output)
     records = [r for r in map(store.get, report.keys) if r is not None]
     print(summary(records, RESULT_COLUMNS + tuple(method.result_columns)))
+    if attacked := attacks_summary(records):
+        print(attacked)
     for line in utility_warnings(records):
         print(line)
     print(f"\n{plural(len(records), 'record')} stored in {store.jobs} (and exported to {store.export_path}); "
@@ -86,6 +89,22 @@ def summary(records: list[dict], columns: tuple[str, ...] = RESULT_COLUMNS) -> s
     notes += [f"  {text}" for text in (ITEMS_NOTE, NA_NOTE, SEEN_NOTE, ALIGNMENT_NOTE, ANSWERED_NOTE)]
     return "\n".join([f"method {records[0]['method']} on {records[0]['task']} | model: {models['target']}{proxy}",
                       line(head), line(["-" * w for w in widths]), *map(line, rows), "", "legend:", *notes])
+
+
+def attacks_summary(records: list[dict]) -> str | None:
+    """Per target, each attack besides RAP (whose columns are above): the USR after it, the
+    share of the forgotten probes it recovered, and its control ("n/a" where undefined)."""
+    specs = sorted({s for r in records for s in (r.get("attacks") or {}) if s != RAP})
+    if not specs:
+        return None
+    head = ["target"] + specs
+    reading = lambda a: (f"{_fmt(a.get('usr'))} / {_fmt(a.get('recovered'))} / {_fmt(a.get('control'))}"
+                         if a else "n/a")
+    rows = [[r["target"]] + [reading((r.get("attacks") or {}).get(s)) for s in specs] for r in records]
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *rows)]
+    line = lambda xs: "  ".join(str(x).ljust(w) for x, w in zip(xs, widths)).rstrip()
+    return "\n".join(["", "attacks (USR after / recovered / control kept, %: `r2f-bench table` defines them)",
+                      line(head), line(["-" * w for w in widths]), *map(line, rows)])
 
 
 def items(record: dict, column: str) -> int | None:

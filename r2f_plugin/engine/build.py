@@ -14,6 +14,7 @@ from ..errors import UserError
 from ..training.gradients import linear_modules
 from ..unlearner import Proxy
 from . import protocol
+from .budget import Watched
 from .models import (DEFAULT_PROXY, DEFAULT_MODEL, EmbeddedSpec, cut_to_first_layers, dispatch, dtype_of, embedded_model,
                      first_layers_of, hf_model, weights_key)
 from .plan import Plan
@@ -127,4 +128,4 @@ def forget_request(plan: Plan, built: Built, target: Target) -> ForgetRequest:
     """The deletion request every method gets for ``target``: the same views and retain items."""
     views = built.views(target.request)
     protocol.check_views(target, views, plan.bench)
-    return ForgetRequest(target=target.id, views=views, retain=plan.retain_for(target), name=target.name)
+    return ForgetRequest(target=target.id, views=views, retain=Watched(plan.retain_for(target)), name=target.name)

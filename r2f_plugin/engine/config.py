@@ -15,6 +15,7 @@ import typing
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from typing import Any, Callable, Literal
 
+from ..attack import canonical_attacks
 from ..errors import UserError
 from ..unlearner import parse_assignments
 
@@ -105,11 +106,15 @@ class RunConfig:
     min_known: int = field(default=0, metadata=option(  # decides which targets get records, not what they hold
         "skip a target whose untouched model knows fewer of its held-out forget probes, with a line saying so "
         "(default %(default)s: run every target; `r2f-bench scan` counts them per target)", least=0))
+    attacks: str = field(default="rap", metadata=option(
+        "attacks after each deletion, comma-separated, each also run on the untouched model as its control "
+        "(`r2f-bench attacks` lists them): rap, relearn_unrelated:K, quantize:nf4 or :int8, fewshot:K, leak_at_k:K "
+        "(default %(default)s; none: no attack)", metavar="A[:V],...", parse=canonical_attacks))
     rap_steps: int = field(default=5, metadata=option(
-        "steps of RAP's relearning attack after each deletion (default %(default)s); 0: no attack, RAP and its "
-        "control are not measured (n/a), e.g. when the attack's optimiser state does not fit beside the model",
+        "steps of the relearning attacks (RAP, relearn_unrelated) after each deletion (default %(default)s); 0: "
+        "none, their scores not measured (n/a), e.g. when the attack's optimiser state does not fit beside the model",
         least=0))
-    rap_lr: float = field(default=1e-3, metadata=option("learning rate of RAP's attack (default %(default)s)",
+    rap_lr: float = field(default=1e-3, metadata=option("learning rate of the relearning attacks (default %(default)s)",
                                                         least=1e-8, most=1.0))
     output: str = field(default="r2f-output", metadata=option(
         "results directory: one record per target in jobs/, exported to results.jsonl (default: %(default)s/)",

@@ -95,13 +95,17 @@ def machine() -> dict[str, str]:
 def ship(recipe: str, cached: Path, name: str) -> Path:
     """Copy the taught model at ``cached`` (a cache entry) into the shipped models as folder
     ``name`` under ``recipe``, and record its files' hashes (maintainers: ``r2f-bench cache
-    build --ship``)."""
+    build --ship``). It replaces the model shipped for an older recipe of the same
+    architecture and run seed (``name`` less its recipe key): no run can reach that one."""
     folder = HERE / name
     with atomic_dir(folder) as tmp:
         for path in sorted(cached.iterdir()):
             if path.is_file():
                 shutil.copyfile(path, tmp / path.name)
     entries = manifest()
+    kind = name.rsplit("-", 1)[0]
+    for old in [k for k, e in entries.items() if k != recipe and e["folder"].rsplit("-", 1)[0] == kind]:
+        shutil.rmtree(HERE / entries.pop(old)["folder"], ignore_errors=True)
     entries[recipe] = {"folder": folder.name, "sha256": {p.name: sha256(p) for p in sorted(folder.iterdir())}}
     atomic_write_text(MANIFEST, json.dumps(entries, indent=2, sort_keys=True) + "\n")
     return folder

@@ -1,11 +1,10 @@
 """Scoring models on a target: per-probe scores through lm-eval, the untouched model's
-evaluation and RAP's control (both cached, :mod:`~r2f_bench.engine.evalcache`), RAP's
-relearning attack, and identity alignment."""
+evaluation (cached, :mod:`~r2f_bench.engine.evalcache`), and identity alignment. The
+attacks and their controls are :mod:`~r2f_bench.engine.attacks`'."""
 
 from __future__ import annotations
 
 import json
-import random
 import tempfile
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -14,14 +13,13 @@ import numpy as np
 import torch
 
 from ..atomic import atomic_path, atomic_write_text, set_aside
-from ..data import ForgetRequest, Probe, Target
+from ..data import Probe, Target
 from .build import Built
 from .distributed import single_process_eval
 from .evalcache import cached, entry_path, read
 from .lmeval import evaluate_probes
 from .metrics import distributions, identity_alignment, positions
 from .plan import Plan
-from .teaching import finetune
 from .weights import UNTOUCHED, Weights
 
 EVAL_VERSION = "3"
@@ -60,13 +58,15 @@ class Evaluator:
         forget sets alone), by probe set."""
         return self.score_sets(model, self.plan.probe_sets(target, forget_only))
 
-    def score_sets(self, model: torch.nn.Module, sets: dict[str, list[Probe]]) -> dict[str, list[dict]]:
-        """Per-probe scores of ``model`` on the probe ``sets``, by set (one lm-eval call)."""
+    def score_sets(self, model: torch.nn.Module, sets: dict[str, list[Probe]],
+                   sampling: tuple[int, float, int] | None = None) -> dict[str, list[dict]]:
+        """Per-probe scores of ``model`` on the probe ``sets``, by set (one lm-eval call;
+        ``sampling``: k sampled answers a probe, see :func:`~.lmeval.evaluate_probes`)."""
         with single_process_eval(), tempfile.TemporaryDirectory(prefix=".work-", dir=self.plan.out_dir) as workdir:
             return evaluate_probes(model, self.built.tokenizer, self.plan.task, sets, Path(workdir),
-                                   chat_template=self.built.chat_template)
+                                   chat_template=self.built.chat_template, sampling=sampling)
 
-    def _model_key(self) -> list[Any]:
+    def model_key(self) -> list[Any]:
         """What the untouched model's answers depend on: the model (its weights' key), its
         dtype, the kind of device it runs on and whether probes go through the chat
         template. (Not the CPU thread count: it changes only the order of float sums.)"""
@@ -80,7 +80,7 @@ class Evaluator:
         set, keyed by the model and the set's probes (so the utility set, the same for every
         target, is evaluated once per model), and ``extra`` (the task's extra scores) keyed
         by the target and the data revision."""
-        task, key = self.plan.config.task, self._model_key()
+        task, key = self.plan.config.task, self.model_key()
         paths = {name: entry_path(f"{task}-untouched", [*key, name, [(p.prompt, p.answer) for p in probes]])
                  for name, probes in self.plan.probe_sets(target, forget_only).items()}
         if not forget_only:
@@ -113,7 +113,7 @@ class Evaluator:
         this model (before its first edit) and read one batch at a time."""
         if self._reference is None:
             prompts = self.plan.bench.general_prompts
-            key = self._model_key()[:-1]  # the prompts are raw text: the chat template plays no part
+            key = self.model_key()[:-1]  # the prompts are raw text: the chat template plays no part
             path = entry_path(f"{self.plan.config.task}-reference", [*key, prompts]).with_suffix(".npy")
             rows = positions(self.built.tokenizer, prompts)
             vocab = self.weights.model.get_output_embeddings().weight.shape[0]
@@ -126,42 +126,6 @@ class Evaluator:
     def alignment(self, model: torch.nn.Module) -> float:
         """Identity alignment of ``model`` to the untouched model."""
         return identity_alignment(self.reference(), model, self.built.tokenizer, self.plan.bench.general_prompts)
-
-    # -- RAP ------------------------------------------------------------------
-    def attack_data(self, request: ForgetRequest) -> list[Probe]:
-        """RAP's relearning data: paraphrased views of half the request's facts."""
-        paraphrased = [p for view in request.views[1:] for p in view] or list(request.facts)
-        rng = random.Random(self.plan.config.seed)
-        keep = {p.answer for p in rng.sample(list(request.facts), max(1, len(request.facts) // 2))}
-        return [p for p in paraphrased if p.answer in keep]
-
-    def relearned(self, model: torch.nn.Module, target: Target, data: list[Probe]) -> dict[str, list[dict]] | None:
-        """RAP's attack: the forget-set scores of ``model`` after it is fine-tuned in place
-        for ``rap_steps`` steps on ``data`` (``None``, and ``model`` untouched, with no steps)."""
-        if not self.plan.config.rap_steps:
-            return None
-        if model is self.weights.model:
-            self.weights.edited()
-        for p in model.parameters():
-            p.requires_grad_(True)
-        config = self.plan.config
-        finetune(model, self.built.tokenizer, data, epochs=10**6, lr=config.rap_lr, batch_size=16,
-                 max_steps=config.rap_steps, seed=config.seed)
-        return self.scores(model, target, forget_only=True)
-
-    def control(self, target: Target, data: list[Probe]) -> dict[str, list[dict]] | None:
-        """RAP's control: the untouched model's :meth:`relearned` scores, cached beside its
-        plain evaluation (``None`` with no attack steps)."""
-        config = self.plan.config
-        if not config.rap_steps:
-            return None
-        attack = [(p.prompt, p.answer) for p in data]
-        forget = {name: [(p.prompt, p.answer) for p in probes]
-                  for name, probes in self.plan.probe_sets(target, forget_only=True).items()}
-        path = entry_path(f"{config.task}-attack", [*self._model_key(), forget, attack, config.rap_steps,
-                                                    config.rap_lr, config.seed])
-        return cached(path, lambda entry: scores_shape(entry, self.plan.probe_sets(target, forget_only=True)),
-                      lambda: self.relearned(self.weights.at(UNTOUCHED), target, data), self.plan.progress)
 
 
 class Reference:

@@ -107,10 +107,21 @@ def unstamped() -> Iterator[None]:
 
 
 def evaluate_probes(model: torch.nn.Module, tokenizer: Any, task: Any, probes: dict[str, list[Probe]],
-                    workdir: Path, batch_size: int = 32, chat_template: bool = False) -> dict[str, list[dict[str, float]]]:
+                    workdir: Path, batch_size: int = 32, chat_template: bool = False,
+                    sampling: tuple[int, float, int] | None = None) -> dict[str, list[dict[str, float]]]:
     """Evaluate ``model`` on each probe set through lm-eval; per-probe metric dicts, in probe order.
     ``chat_template``: each prompt goes through the tokenizer's chat template as a user turn
-    (lm-eval's ``apply_chat_template``), as an instruct model is asked."""
+    (lm-eval's ``apply_chat_template``), as an instruct model is asked. ``sampling`` (k,
+    temperature, seed): k sampled answers per generation probe in place of the greedy one,
+    each metric its best over the k (a probe is answered when any sample answers it;
+    multiple-choice sets are scored by likelihood, which sampling does not change)."""
+    if sampling is not None:
+        k, temperature, seed = sampling
+        draws = [evaluate_probes(model, tokenizer, task, probes, workdir, batch_size, chat_template,
+                                 (1, temperature, seed + i)) for i in range(k)] if k > 1 else None
+        if draws is not None:
+            return {s: [{m: max(d[s][i][m] for d in draws) for m in rows[i]} for i in range(len(rows))]
+                    for s, rows in draws[0].items()}
     from lm_eval import simple_evaluate
     from lm_eval.tasks import TaskManager
 
@@ -124,9 +135,11 @@ def evaluate_probes(model: torch.nn.Module, tokenizer: Any, task: Any, probes: d
     lm = quiet_hflm()(pretrained=model, tokenizer=tokenizer, batch_size=batch_size,
                       device=str(next(model.parameters()).device))
     was_training = model.training
+    drawn = {} if sampling is None else {"gen_kwargs": f"do_sample=True,temperature={sampling[1]}",
+                                          "random_seed": sampling[2], "torch_random_seed": sampling[2]}
     with unstamped():
         out = simple_evaluate(lm, tasks=list(names), task_manager=manager, log_samples=True,
-                              bootstrap_iters=0, verbosity="ERROR", apply_chat_template=chat_template)
+                              bootstrap_iters=0, verbosity="ERROR", apply_chat_template=chat_template, **drawn)
     model.train(was_training)
     scores: dict[str, list[dict[str, float]]] = {}
     for name, set_name in names.items():

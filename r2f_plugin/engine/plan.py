@@ -7,7 +7,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import random
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable
 
@@ -15,6 +14,7 @@ import torch
 
 from .. import __version__
 from ..atomic import check_writable
+from ..attack import parse_attacks
 from ..cache import check_cache
 from ..data import Benchmark, Probe, Target, Teaching
 from ..errors import UserError
@@ -67,6 +67,7 @@ class Plan:
         self.method_cls = reg.method(config.method) if config.method else None
         self.task = reg.task(config.task)()
         self.params = self.method_cls.parse_params(config.params) if self.method_cls else None
+        parse_attacks(config.attacks)  # an unknown attack or a bad value: one line, before the data loads
         if config.split not in SPLITS:
             raise UserError(f"unknown split {config.split!r}; use {' or '.join(SPLITS)}.")
         check_bounds(config)
@@ -150,8 +151,11 @@ class Plan:
         return dict(self._versions)
 
     def resolved_params(self) -> dict[str, Any]:
-        """The method's hyper-parameters with defaults filled in (part of the store key)."""
-        return asdict(self.params)
+        """The method's hyper-parameters with defaults filled in (part of the store key), less a
+        field added after stores existed (``metadata={"added": True}``) left at its default,
+        which does what runs did before it: an older store's results keep their keys."""
+        return {f.name: getattr(self.params, f.name) for f in dataclasses.fields(self.params)
+                if not (f.metadata.get("added") and getattr(self.params, f.name) == f.default)}
 
     # -- per target -----------------------------------------------------------
     def roles(self, target: Target) -> dict[str, list[str]]:
@@ -194,6 +198,10 @@ class Plan:
         if self._taught is None:
             if self.bench.world is not None:
                 self._taught = (self.bench.world, list(self.bench.general_prompts))
+                if leaks := protocol.taught_leaks(self.bench, self.bench.world):
+                    self.progress(f"warning: the knowledge world teaches {len(leaks)} scored item(s) near-verbatim "
+                                  f"(first: {leaks[0]}); their scores are partly taught-string recall: reword its "
+                                  f"templates.")
                 return self._taught
             c = self.config
             facts = {(p.prompt, p.answer): p for p in self.bench.teaching_set()}

@@ -37,7 +37,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, replace
 from typing import Iterable, Iterator, Sequence
 
-from ..data import Benchmark, Probe, Target
+from ..data import Benchmark, Probe, Target, Teaching
 from ..errors import UserError
 
 BLANK = re.compile(r"_{2,}")
@@ -133,6 +133,18 @@ def find_leaks(evaluated: Iterable[tuple[str, str]], visible: Iterable[tuple[str
             break
     leaks = [Leak(item, role, *found[k]) for item, role in items if (k := scored.id.get(words(item))) in found]
     return leaks[:1] if first_only else leaks
+
+
+def taught_leaks(bench: Benchmark, teaching: Teaching) -> list[Leak]:
+    """The items scored on ``bench`` (the evaluation and dev targets' probes, seen sets
+    excluded, the utility set and the identity-alignment prompts) that a string ``teaching``
+    teaches equals or near-copies: taught knowledge is checked like what a method sees (real
+    data taught into a model leaks every probe: taught-string recall)."""
+    evaluated = evaluated_items(bench) + [(asked(p), f"dev target {t.id}, probe set {s}") for t in bench.dev_targets
+                                          for s, ps in t.probes.items() if s not in bench.seen_sets for p in ps]
+    taught = [(text, "the taught texts") for text in teaching.texts]
+    taught += [(x, "the taught facts") for p in teaching.facts for x in visible_texts(p)]
+    return find_leaks(evaluated, taught)
 
 
 def _distinct(visible: Iterable[tuple[str, str]]) -> Iterator[tuple[Words, str]]:

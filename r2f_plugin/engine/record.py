@@ -18,6 +18,8 @@ from .build import Built
 from .metrics import MIN_UTILITY, echo_answerable, kept, mean, pooled, recovery, retention, usr
 from .plan import Plan
 
+RAP = "rap"  # the paper's relearning attack: its scores are also the record's ``rap`` and ``rap_control``
+
 Scores = dict[str, list[dict]]  # per-probe score rows by probe set
 
 
@@ -35,16 +37,16 @@ def score(rows: list[dict]) -> float:
 class Measured:
     """What one deletion's evaluation measured: the untouched model's evaluation
     (``before``: ``scores`` and ``extra``), the edited model's scores and extra scores,
-    its identity alignment, and RAP's forget-set scores after the attack on the edited
-    model (``relearned``) and on the untouched one (``control``); both ``None`` when no
-    attack ran (``--rap-steps 0``)."""
+    its identity alignment, and each attack's forget-set scores (by its ``--attacks``
+    spec) on the edited model, with its seconds (``attacked``), and on the untouched one
+    (``controls``); an attack that did not run (``--rap-steps 0``) is in neither."""
 
     before: dict[str, Any]
     after: Scores
     extra_after: dict[str, Any]
     alignment: float
-    relearned: Scores | None
-    control: Scores | None
+    attacked: dict[str, tuple[Scores, float]]
+    controls: dict[str, Scores]
 
 
 def provenance(plan: Plan, built: Built, request: ForgetRequest, phases_once: dict[str, float], wall: float,
@@ -101,8 +103,9 @@ class Recorder:
         return json_safe({"method": config.method, "task": config.task, "target": target.id,
                           "seed": config.seed, "status": "diverged",
                           **{m: None for m in ("usr", "usr_seen", "gur", "locality", "name_control", "rap",
-                                               "rap_control", "identity_alignment")},
-                          "seconds": cost.seconds, "peak_mem_mb": cost.peak_mem_mb, "info": info, **stated})
+                                               "rap_control", "identity_alignment")}, "attacks": {},
+                          "seconds": cost.seconds, "peak_mem_mb": cost.peak_mem_mb, "budget": cost.budget,
+                          "info": info, **stated})
 
     def record(self, target: Target, request: ForgetRequest, m: Measured, cost: Cost, info: dict,
                stated: dict[str, Any]) -> dict[str, Any]:
@@ -118,6 +121,11 @@ class Recorder:
             return {s: f(self.known(target, b_scores, s), *(answered(x, s) for x in scores), chance(s)) for s in sets}
 
         by_level = rate(usr, held_out, m.after)
+        attacks = {spec: {"usr": pooled(rate(usr, held_out, scores), known),
+                          "recovered": pooled(rate(recovery, held_out, m.after, scores), forgotten),
+                          "control": pooled(rate(kept, held_out, m.controls[spec]), known),
+                          "forgotten": sum(forgotten.values()), "seconds": seconds}
+                   for spec, (scores, seconds) in m.attacked.items()}
         rows = lambda scores, role: [p for s in roles[role] for p in scores.get(s, [])]
         locality, locality_after = rows(b_scores, LOCALITY), rows(m.after, LOCALITY)
         named, named_after = rows(b_scores, NAME_CONTROL), rows(m.after, NAME_CONTROL)
@@ -132,10 +140,10 @@ class Recorder:
             "gur": self.gur(set_before[util], set_after[util]),
             "locality": retention(score(locality), score(locality_after)) if locality else None,
             "name_control": retention(score(named), score(named_after)) if named else None,
-            "rap": pooled(rate(recovery, held_out, m.after, m.relearned), forgotten) if m.relearned is not None else None,
-            "rap_control": pooled(rate(kept, held_out, m.control), known) if m.control is not None else None,
+            **{field: attacks.get(RAP, {}).get(key) for field, key in (("rap", "recovered"), ("rap_control", "control"))},
+            "attacks": attacks,
             "identity_alignment": m.alignment,
-            "seconds": cost.seconds, "peak_mem_mb": cost.peak_mem_mb,
+            "seconds": cost.seconds, "peak_mem_mb": cost.peak_mem_mb, "budget": cost.budget,
             "known_forget_probes": sum(known[s] for s in held_out),
             "forgotten_forget_probes": sum(forgotten.values()),
             "forget_probes": sum(len(b_scores.get(s, [])) for s in held_out),

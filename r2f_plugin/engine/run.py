@@ -23,12 +23,15 @@ from typing import Any, Callable
 import torch
 
 from ..atomic import atomic_dir
+from ..attack import Budget
 from ..cache import cache_root
 from ..cost import Cost, measure, timed
 from ..data import ForgetRequest, Target
 from ..errors import UserError
 from ..jsontext import json_safe
 from ..unlearner import Context, Edit
+from .attacks import Attacks
+from .budget import Watched, metered
 from .build import build_models, forget_request
 from .config import RunConfig
 from .distributed import cpu_threads, process_state
@@ -82,13 +85,16 @@ class Run(Plan):
         self.weights = Weights(self.model, self.out_dir, config.method)
         self.evaluator = Evaluator(self, built, self.weights)
         dev = self.split.dev_targets
-        self.ctx = Context(tokenizer=self.tokenizer, dev_targets=dev, retain_pool=self.split.retain_pool(),
+        self.ctx = Context(tokenizer=self.tokenizer, dev_targets=dev, retain_pool=Watched(self.split.retain_pool()),
                            seed=config.seed, cache_dir=cache_root(), make_views=built.views,
                            probe_roles=self.task.roles_of(self.bench, dev), proxy=built.proxy, progress=self.progress,
                            target_modules=tuple(config.target_modules) if config.target_modules else None)
+        self.attacks = Attacks(config.attacks, self.evaluator, self.weights, self.ctx,
+                               Budget(config.rap_steps, config.rap_lr))
         self.method = self.method_cls(self.params)
         with measure() as setup_cost:
             self.method.setup(self.model, self.ctx)
+            self.retain_in_setup = self.ctx.retain_pool.read
         self._once = {**once, "setup": setup_cost.seconds}
         self._prepared = True
 
@@ -101,9 +107,9 @@ class Run(Plan):
         """Unlearn one target and return its result record, with the wall seconds of each phase
         (``None``, with a line, for a target the untouched model knows too little of: ``--min-known``).
 
-        The untouched model's scores and RAP's control (both cached) come first, then the
-        deletion, the edited model's scores, and RAP's attack on the edited model last; then
-        the model is put back where the next deletion starts (phase ``restore``)."""
+        The untouched model's scores and the attacks' controls (both cached) come first, then
+        the deletion, the edited model's scores, and the attacks on the edited model last;
+        then the model is put back where the next deletion starts (phase ``restore``)."""
         self.prepare()
         t0, spent = time.time(), {}
         if self.config.min_known:
@@ -125,9 +131,9 @@ class Run(Plan):
         with timed(spent, "untouched"):
             before = ev.untouched(target)
             ev.reference()
-        with timed(spent, "rap"):
-            attack = ev.attack_data(request)
-            control = ev.control(target, attack)
+        with timed(spent, "attacks"):
+            attacks = self.attacks.plan(target, request)
+            controls = self.attacks.controls(target, attacks)
         edit, cost, info = self._unlearn(target, request, spent)
         if info is None:
             self.progress(f"warning: {config.method} on {target.id} left non-finite weights; "
@@ -150,10 +156,10 @@ class Run(Plan):
         if config.sequential:  # the next deletion starts from this one's result, not from its attack
             with timed(spent, "restore"):
                 self.weights.keep(edit.model)
-        with timed(spent, "rap"):
-            relearned = ev.relearned(edit.model, target, attack)
+        with timed(spent, "attacks"):
+            attacked = self.attacks.after(edit.model, target, attacks)
         self._restore(spent)
-        measured = Measured(before, after, extra_after, alignment, relearned, control)
+        measured = Measured(before, after, extra_after, alignment, attacked, controls)
         return self.recorder.record(target, request, measured, cost, info, self._stated(request, t0, spent))
 
     def _restore(self, spent: dict[str, float]) -> None:
@@ -176,8 +182,11 @@ class Run(Plan):
             torch.manual_seed(self.config.seed)
             model = self.weights.edited()
             self.progress(f"{self.config.method} on {target.id}: unlearning")
-            with measure(self.device) as cost:
+            with measure(self.device) as cost, metered(model, (request.retain, self.ctx.retain_pool)) as spend:
                 edit = self.checked(self._call_unlearn(model, request, target))
+            spend.weights_changed = self.weights.changed_share(edit.model)
+            spend.retain_in_setup = self.retain_in_setup
+            cost.budget = spend.to_json()
             computed = [*edit.model.parameters(), *(b for b in edit.model.buffers() if b.is_floating_point())]
             if not all(torch.isfinite(t).all() for t in computed):
                 return edit, cost, None

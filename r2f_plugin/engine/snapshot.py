@@ -130,6 +130,22 @@ class Snapshot:
         return None
 
     @torch.no_grad()
+    def changed_share(self, model: torch.nn.Module) -> float | None:
+        """% of ``model``'s parameter elements that differ from the snapshot's, read one tensor
+        at a time (``None``: its structure changed, so there is nothing to compare with)."""
+        if self.changes(model) is not None:
+            return None
+        changed = total = 0
+        with safe_open(str(self.path), framework="pt", device="cpu") as f:
+            for name, p in model.named_parameters():
+                if name in self.names:
+                    saved = f.get_tensor(name)
+                    total += p.numel()
+                    same_kind = saved.shape == p.shape and saved.dtype == p.dtype
+                    changed += int((p.detach().cpu() != saved).sum()) if same_kind else p.numel()
+        return 100.0 * changed / max(total, 1)
+
+    @torch.no_grad()
     def restore(self, model: torch.nn.Module) -> None:
         """Put the snapshot's state back into ``model``, in place and bit-exactly."""
         why = self.changes(model)

@@ -45,10 +45,22 @@ class Weights:
         sequential mode the last deletion's result."""
         return self.at(CURRENT if CURRENT in self._snapshots else UNTOUCHED)
 
+    def changed_share(self, result: torch.nn.Module) -> float | None:
+        """% of the weights a deletion changed, against the state it started from (``None``: it
+        returned another model object than the one it was given)."""
+        if result is not self.model:
+            return None
+        return self._snapshots[CURRENT if CURRENT in self._snapshots else UNTOUCHED].changed_share(result)
+
     def edited(self) -> torch.nn.Module:
         """The model, about to be changed in place (a deletion or an attack)."""
         self._state = None
         return self.model
+
+    def hold(self, model: torch.nn.Module) -> Snapshot:
+        """A snapshot of ``model`` as it is now (a deletion's result, before its attacks), in
+        this object's folder, for :meth:`Snapshot.restore` to put back."""
+        return Snapshot(model, self._snapshots[UNTOUCHED].path.parent / "held.safetensors")
 
     def keep(self, result: torch.nn.Module) -> None:
         """Sequential mode: snapshot a deletion's ``result`` as the state the next one starts from."""

@@ -88,7 +88,7 @@ def decoded(decoder: GradientDecoder, grads: list[dict[str, LoraGrad]]) -> dict[
 class R2F(OneStepUnlearner):
     name = "r2f"
     description = "R2F (Liu et al., Recover-to-Forget): one step along a full gradient decoded from multi-view LoRA gradients."
-    Params = tuned(R2FParams, step=0.00537)  # r2f-bench tune on the knowledge world's dev split (docs/tuning.md)
+    Params = tuned(R2FParams, step=0.0144)  # r2f-bench tune on the knowledge world's dev split (docs/tuning.md)
     uses_proxy = True  # the decoder is fitted on it
     result_columns = ("grad_cosine",)  # decoded vs exact gradient, from diagnostics()
 

@@ -207,7 +207,7 @@ RANGES = {"usr": (0.0, 100.0), "usr_seen": (0.0, 100.0), "rap": (0.0, 100.0), "r
 REQUIRED = (("method", str), ("task", str), ("target", str), ("seed", int), ("config", dict), ("versions", dict),
             ("data_revision", str))
 OPTIONAL = (("params", dict), ("models", dict), ("info", dict), ("official", dict), ("set_scores", dict),
-            ("n", dict), ("phases", dict))  # where present, of this type
+            ("n", dict), ("phases", dict), ("budget", dict), ("attacks", dict))  # where present, of this type
 
 
 def invalid(record: Record) -> str | None:

@@ -49,12 +49,13 @@ Unit = tuple[str, int]  # (target, seed)
 Score = tuple[float, float]  # (usr, gur)
 GUR_LEVELS = (95.0, 90.0)
 AREA_FROM = 50
-TOLERANCE = 2.0
+TOLERANCE = 1.0
 UNTOUCHED: Score = (0.0, 100.0)
 FAILURE: Score = (0.0, 0.0)
 FAILURE_RULE = ("a diverged or failed deletion (or a missing record) stays in its curve as USR 0, GUR 0: it forgot "
                 "nothing and kept nothing, so it can never help its method")
 KEYS = tuple(f"usr_at_gur{g:g}" for g in GUR_LEVELS) + ("auc",)  # the summaries, in table order
+FLOORS = {f"usr_at_gur{g:g}": g for g in GUR_LEVELS}  # a matched-utility summary -> its GUR floor
 ALPHA = 1 - CONFIDENCE  # the family-wise error rate of a table's comparisons (Holm)
 MEASURED, OPEN, RESOLUTION, ROUNDS = "measured", "open", "strength resolution", "round limit"
 
@@ -150,6 +151,12 @@ class Frontier:
         """Where refinement stands at ``floor``: :data:`MEASURED`, :data:`OPEN`, :data:`RESOLUTION`
         or :data:`ROUNDS` (see :func:`refinement`)."""
         return refinement(self.curve(), floor)[0]
+
+    def interpolates(self, key: str) -> bool:
+        """Whether summary ``key`` is a GUR floor with no measured point within :data:`TOLERANCE`
+        of it (its value read between two strengths): no verdict rests on such a cell."""
+        floor = FLOORS.get(key)
+        return floor is not None and self.refined(floor) in (RESOLUTION, ROUNDS)
 
 
 def _matrix(scores: Sequence[Mapping[Unit, Score | None]], units: Sequence[Unit]) -> tuple[np.ndarray, np.ndarray, list[int]]:
@@ -249,8 +256,9 @@ def tiers(frontiers: Sequence[Frontier], key: str) -> list[list[str]]:
     """Methods grouped by summary ``key`` (higher is better): in order of the estimate, the
     first tier is the best method and every method not told apart from it (its paired
     difference not significant once Holm-corrected over the comparisons with that leader);
-    the next tier starts at the best method left, and so on."""
-    left = sorted(frontiers, key=lambda f: -f.summaries[key].mean)
+    the next tier starts at the best method left, and so on. A method whose cell interpolates
+    (:meth:`Frontier.interpolates`) enters no tier."""
+    left = sorted((f for f in frontiers if not f.interpolates(key)), key=lambda f: -f.summaries[key].mean)
     out: list[list[str]] = []
     while left:
         leader = left[0]

@@ -7,9 +7,11 @@ units every method is read on into its :class:`~r2f_bench.results.frontier.Front
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+from dataclasses import dataclass, field
 from typing import Any
 
+from ..attack import parse_attacks
 from ..engine.config import RunConfig
 from ..engine.distributed import process_state
 from ..errors import UserError
@@ -38,6 +40,7 @@ class Settings:
     baseline: str | None  # None: the first entry
     keep_going: bool
     deadline: float | None = None  # --budget's end (time.time()): jobs that would end after it are not run
+    after: str | None = None  # --after: USR read after this attack (one of the run's --attacks)
 
     @property
     def output(self) -> str:
@@ -73,6 +76,7 @@ class Readout:
     unscorable: list[Unit]  # nothing known before unlearning, or utility n/a: no USR or GUR to read
     records: list[dict]  # the scored records (provenance)
     invalid: list[str]  # "key: why" of records that failed validation (never read)
+    shipped: dict[str, list[dict]] = field(default_factory=dict)  # entry -> its scored records at the shipped defaults
 
 
 @dataclass
@@ -84,6 +88,8 @@ class Measured:
     baseline: str
     readout: Readout
     failed: list[str]
+    min_known: int = 0  # --min-known: a target known by fewer held-out probes stored nothing (among the lost)
+    after: str | None = None  # --after: USR read after this attack
 
     @property
     def base(self) -> Frontier:
@@ -117,6 +123,18 @@ def plan(settings: Settings, entries: list[str]) -> list[Curve]:
         cls.parse_params(base["params"])
         curves.append(curve)
     return curves
+
+
+def checked_after(settings: Settings) -> str:
+    """``--after`` as its attack names itself, one line if the runs will not hold it: not among
+    ``--attacks``, or a relearning attack with no relearning steps."""
+    (after, attack), = parse_attacks(settings.after)
+    attacks = settings.run.get("attacks", "rap")
+    if after not in dict(parse_attacks(attacks)):
+        raise UserError(f"--after {after!r} is not among --attacks ({attacks}); add it there, e.g. --attacks rap,{after}.")
+    if attack.relearns and settings.run.get("rap_steps") == 0:
+        raise UserError(f"--after {after!r} relearns, and --rap-steps 0 runs no relearning; drop one of them.")
+    return after
 
 
 def strength_range(entry: str, param: str, text: str) -> Strength:
@@ -171,11 +189,12 @@ class Runs:
         return report
 
 
-def read(store: Store, keys: dict[str, list[str]], curves: list[Curve]) -> Readout:
-    """Every curve's scores. A diverged record scores ``None`` (a failure); a unit that
-    some record cannot score (no USR or GUR) is dropped for every method."""
+def read(store: Store, keys: dict[str, list[str]], curves: list[Curve], after: str | None = None) -> Readout:
+    """Every curve's scores (``after``: USR after that attack). A diverged record scores
+    ``None`` (a failure); a unit that some record cannot score (no USR or GUR) is dropped
+    for every method."""
     scores: dict[str, dict[float | None, dict[Unit, Score | None]]] = {}
-    records, seen, unscorable, rejected = [], set(), set(), {}
+    records, seen, unscorable, rejected, shipped = [], set(), set(), {}, {}
     for c in curves:
         for point, jobs in [(s, c.jobs(s)) for s in c.strengths] + [(None, c.shipped())]:
             row = scores.setdefault(c.entry, {}).setdefault(point, {})
@@ -189,14 +208,20 @@ def read(store: Store, keys: dict[str, list[str]], curves: list[Curve]) -> Reado
                 seen.add(unit)
                 if r.get("status", "ok") != "ok":
                     row[unit] = None
-                elif r.get("usr") is None or r.get("gur") is None:
+                elif after is not None and after not in (r.get("attacks") or {}):  # its unit is dropped for all
+                    rejected[str(r.get("key", "?"))[:12]] = f"holds no USR after {after} (run before --attacks held it)"
+                    unscorable.add(unit)
+                elif (usr := r.get("usr") if after is None else r["attacks"][after].get("usr")) is None \
+                        or r.get("gur") is None:
                     unscorable.add(unit)
                 else:
                     records.append(r)
-                    row[unit] = (float(r["usr"]), float(r["gur"]))
+                    row[unit] = (float(usr), float(r["gur"]))
+                    if point is None:
+                        shipped.setdefault(c.entry, []).append(r)
     planned = {(t, s) for t, _ in seen for s in curves[0].seeds}
     return Readout(scores, sorted(seen - unscorable), sorted(planned - seen), sorted(unscorable), records,
-                   [f"{key}: {why}" for key, why in rejected.items()])
+                   [f"{key}: {why}" for key, why in rejected.items()], shipped)
 
 
 def frontiers(curves: list[Curve], readout: Readout) -> list[Frontier]:
@@ -249,6 +274,8 @@ def run_frontier(settings: Settings, launch: Submitit | None, progress: Progress
     process runs its share of each round and the main one reads the frontiers; the others
     return their share of the first round."""
     entries = settings.methods
+    if settings.after is not None:
+        settings = dataclasses.replace(settings, after=checked_after(settings))
     curves = plan(settings, expand(entries, "method") if entries == ["all"] else entries)
     baseline = baseline_of(settings.baseline, curves)
     if settings.deadline is not None and (launch is not None or process_state().num_processes > 1):
@@ -258,13 +285,13 @@ def run_frontier(settings: Settings, launch: Submitit | None, progress: Progress
     without_cut(curves, runs(first_round(curves)).cut)
     store = Store(settings.output)
     for _ in range(settings.refine):
-        jobs = refine(curves, frontiers(curves, read(store, runs.keys, curves)))
+        jobs = refine(curves, frontiers(curves, read(store, runs.keys, curves, settings.after)))
         if not jobs:
             break
         without_cut(curves, runs(jobs).cut)
     if runs.share is not None and not process_state().is_main_process:
         return runs.share
-    readout = read(store, runs.keys, curves)
+    readout = read(store, runs.keys, curves, settings.after)
     results = frontiers(curves, readout)
     for line in runs.failed:
         progress(f"warning: job failed, its targets count as failures: {line}")
@@ -273,4 +300,4 @@ def run_frontier(settings: Settings, launch: Submitit | None, progress: Progress
     if any(map(taught_strings, readout.records)):
         progress("warning: the embedded model was taught these probes verbatim, so it fails the testbed's "
                  "generalisation check (A1): USR here is taught-string recall; rank on the knowledge world or a real model")
-    return Measured(results, baseline, readout, runs.failed)
+    return Measured(results, baseline, readout, runs.failed, settings.run.get("min_known") or 0, settings.after)

@@ -45,9 +45,9 @@ EXPORT_FILE = "results.jsonl"
 WHERE_FIELDS = ("output", "save_model", "threads", "device_map", "min_known")
 # configuration fields added after stores existed: left out of a key at these values, so
 # an older store's results keep their keys and still resume
-LATER_DEFAULTS = {"dtype": "float32", "target_modules": None, "chat_template": "auto"}
+LATER_DEFAULTS = {"dtype": "float32", "target_modules": None, "chat_template": "auto", "attacks": "rap"}
 # record fields renamed since stores existed: the old field's path -> its new name (beside it)
-RENAMED = {("mia",): "identity_alignment", ("n", "mia_prompts"): "identity_prompts"}
+RENAMED = {("mia",): "identity_alignment", ("n", "mia_prompts"): "identity_prompts", ("phases", "rap"): "attacks"}
 
 
 def job_key(config: Mapping[str, Any], target: str, data_revision: str,

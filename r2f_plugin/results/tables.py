@@ -194,6 +194,32 @@ def metric_table(records: Sequence[Record], metrics: Sequence[str], name: str, t
     return Table(name, title, note, columns, rows, Provenance.of(records))
 
 
+# an attack's three readings (record ``attacks.<spec>.<field>``): title, higher is better
+ATTACK_FIELDS = (("usr", "USR after", True), ("recovered", "recovered", False), ("control", "control kept", None))
+ATTACKS_NOTE = ("Each attack (--attacks) runs on the unlearned model and, as its control, on the untouched one. USR after: "
+                "of the known held-out forget probes, the share still not answered after the attack (higher is better: "
+                "what the attack cannot bring back). Recovered: of the probes the deletion forgot, the share the attack "
+                "brings back (lower is better). Control kept: of the known probes, the share the untouched model still "
+                "answers after the same attack; far below 100, the attack itself destroys what it asks and its other "
+                "readings say little. rap is the R2F paper's RAP (its recovered and control are the RAP table's).")
+
+
+def attacks_table(records: Sequence[Record]) -> Table | None:
+    """Methods as rows; per dataset and attack, the USR after it, the share it recovers and its
+    control (``None`` where no record holds an attack)."""
+    specs = sorted({s for r in records for s in (r.get("attacks") or {})})
+    if not specs:
+        return None
+    labels, label = method_rows(records)
+    tasks = task_order(r.get("task") for r in records)
+    fields = [(s, f, title, higher) for s in specs for f, title, higher in ATTACK_FIELDS]
+    cell = cell_stats(records, [f"attacks.{s}.{f}" for s, f, _, _ in fields], label)
+    columns = [Column(f"{t}.attacks.{s}.{f}", f"{s}: {title}", t, higher) for t in tasks for s, f, title, higher in fields]
+    rows = [(lab, [cell(lab, t, f"attacks.{s}.{f}") for t in tasks for s, f, _, _ in fields]) for lab in labels]
+    return Table("attacks", "Is it gone or hidden? Every attack, after the deletion and on the untouched model",
+                 ATTACKS_NOTE, columns, rows, Provenance.of(records))
+
+
 def flag_below_floor(table: Table, floor: float = DEFAULT_MIN_GUR) -> Table:
     """Name in the note the rows whose mean GUR on some dataset is below the floor the
     shipped defaults were tuned for: there a method's chosen point no longer holds."""
@@ -332,6 +358,7 @@ def build_tables(records: Sequence[Record], phases: bool = False) -> list[Table]
                                       f"{SEEN_NOTE}. {ANSWERED_NOTE}")),
         level_table(records),
         metric_table(records, ("rap", "rap_control"), "rap", "Relearning attack (RAP)"),
+        *filter(None, [attacks_table(records)]),
         metric_table(records, ("identity_alignment",), "identity_alignment", "Identity alignment (ID-align)",
                      f"{ALIGNMENT_NOTE}."),
         cost_table(records),

@@ -6,8 +6,9 @@ plain method on the real request forgets held-out answers while utility stays, a
 (A4) negative controls do not: the same method on *another* person's request, and a
 random weight step of the same size, must forget no faster than they damage
 (USR ≤ 100 − GUR + :data:`CONTROL_SLACK`) wherever methods are ranked (GUR ≥
-:data:`READ_FLOOR`, the frontier's lower floor), and the real request must beat both by
-:data:`MARGIN` points at GUR 90. The excess over the whole curve, heavy damage included,
+:data:`READ_FLOOR`, the frontier's lower floor), the real request must beat both by
+:data:`MARGIN` points at GUR 90, and forget :data:`NAME_MARGIN` points more than it loses of
+the name-mention control (sentences that merely name the target). The excess over the whole curve, heavy damage included,
 is reported beside it.
 
 "100 − GUR" is read like for like, as the share of the utility answers the untouched
@@ -44,6 +45,7 @@ METHOD = "grad_ascent"
 CONTROL_SLACK = 5.0
 READ_FLOOR = 90.0  # controls are held to the diagonal where rankings are read (frontier floors 95 and 90)
 MARGIN = 30.0
+NAME_MARGIN = 10.0  # points of USR the real request must add over the name control it breaks (names alone)
 BOOTSTRAP = 1000
 CONDITIONS = ("request", "other_request", "random_step")
 
@@ -91,15 +93,16 @@ def other_request(run: Run, target: Target) -> ForgetRequest:
     return run.request(run.targets[(i + 1) % len(run.targets)])
 
 
-def curve_points(run: Run, strengths: Sequence[float], condition: str) -> dict[str, list[tuple[float, float, float]]]:
-    """Per target: (GUR, USR, utility lost) of the untouched model, then of each strength,
-    for one condition; utility lost is the share of known utility answers no longer given."""
+def curve_points(run: Run, strengths: Sequence[float], condition: str) -> dict[str, list[tuple[float, ...]]]:
+    """Per target: (GUR, USR, utility lost, name control lost) of the untouched model, then of
+    each strength, for one condition; a set's loss is the share of its known answers no longer
+    given (the name control: the neighbour probes asked with the target's name, which a knowledge world has)."""
     knob = run.method_cls.strength.param
-    out: dict[str, list[tuple[float, float]]] = {}
+    out: dict[str, list[tuple[float, ...]]] = {}
     for target in run.targets:
         before = run.evaluator.untouched(target)["scores"]
-        points = [(100.0, 0.0, 0.0)]
-        util = run.task.utility_set
+        points = [(100.0, 0.0, 0.0, 0.0)]
+        util, named = run.task.utility_set, run.task.name_control_set
         for x in strengths:
             method = run.method_cls(run.method_cls.parse_params({**run.config.params, knob: str(x)}))
             request = other_request(run, target) if condition == "other_request" else run.request(target)
@@ -109,7 +112,8 @@ def curve_points(run: Run, strengths: Sequence[float], condition: str) -> dict[s
             after = run.evaluator.scores(model, target)
             forgot, gur = run.recorder.headline(target, before, after)
             lost = usr(answered(before, util), answered(after, util))
-            points.append((gur if gur is not None else 0.0, forgot or 0.0, lost or 0.0))
+            name_lost = usr(answered(before, named), answered(after, named)) if named else None
+            points.append((gur if gur is not None else 0.0, forgot or 0.0, lost or 0.0, name_lost or 0.0))
         out[target.id] = points
     return out
 
@@ -182,7 +186,11 @@ def summarise(a1, a1_new, a2, curves, teach_seconds, strengths) -> dict:
         real = best_usr(gur_usr(curves["request"][unit]), 90)
         control = max(best_usr(gur_usr(curves[c][unit]), 90) for c in CONDITIONS[1:])
         margin_units[unit.split("@")[0]].append(real - control)
-    excess = lambda c, floor: max(u - lost for gur, u, lost in mean_curves[c] if gur >= floor)
+    name_margin = by_target(curves["request"])
+    for unit, pts in curves["request"].items():  # at the strongest-forgetting measured point kept at GUR ≥ 90
+        _, forgot, _, name_lost = max((p for p in pts if p[0] >= 90), key=lambda p: p[1])
+        name_margin[unit.split("@")[0]].append(forgot - name_lost)
+    excess = lambda c, floor: max(u - lost for gur, u, lost, *_ in mean_curves[c] if gur >= floor)
     return {
         "a1_never_taught_qa": interval(a1).to_json(),
         "a1_never_taught_template_targets": interval(a1_new).to_json(),
@@ -190,10 +198,11 @@ def summarise(a1, a1_new, a2, curves, teach_seconds, strengths) -> dict:
         "a3_usr_at_gur95": interval(at_floor("request", 95)).to_json(),
         "a4_margin_at_gur90": interval(margin_units).to_json(),
         "a4_control_excess": {c: round(excess(c, READ_FLOOR), 2) for c in CONDITIONS[1:]},
+        "a4_name_margin_at_gur90": interval(name_margin).to_json(),
         "a4_control_excess_whole_curve": {c: round(excess(c, -np.inf), 2) for c in CONDITIONS[1:]},
         "controls_usr_at_gur90": {c: interval(at_floor(c, 90)).to_json() for c in CONDITIONS[1:]},
         "curves": {c: [[round(x, 2) for x in pt] for pt in pts] for c, pts in mean_curves.items()},
-        "curve_columns": ["gur", "usr", "utility_lost"],
+        "curve_columns": ["gur", "usr", "utility_lost", "name_control_lost"],
         "strengths": list(strengths),
         "teach_seconds": [round(s, 1) for s in teach_seconds],
     }
@@ -205,4 +214,5 @@ def passes(result: dict) -> dict[str, bool]:
             "A2": result["a2_never_taught_template"]["mean"] >= 40,
             "A3": result["a3_usr_at_gur95"]["mean"] >= 40,
             "A4": all(v <= CONTROL_SLACK for v in result["a4_control_excess"].values())
-            and result["a4_margin_at_gur90"]["mean"] >= MARGIN}
+            and result["a4_margin_at_gur90"]["mean"] >= MARGIN
+            and result["a4_name_margin_at_gur90"]["mean"] >= NAME_MARGIN}

@@ -24,7 +24,7 @@ from .gradients import check_finite, linear_weights
 from .lora import target_modules
 from .losses import LOSSES
 from .lowrank import LowRank
-from ..unlearner import Context, Edit, Strength, Unlearner, fraction, one_of
+from ..unlearner import Context, Edit, Strength, Unlearner, at_least, fraction, one_of
 
 
 @dataclass
@@ -32,6 +32,9 @@ class StepParams:
     step: float = field(default=0.01, metadata={"help": "relative step: ‖ΔW‖ = step · ‖W‖ over the updated matrices", "check": fraction})
     loss: str = field(default="unlikelihood", metadata={"help": "unlearning loss: ascent (log-likelihood of the answer) or unlikelihood (−log(1−p))",
                                                                "check": one_of(*LOSSES)})
+    steps: int = field(default=1, metadata={"help": "steps, each along the gradient at the weights the last one left "
+                                                    "(1: the paper's one step; more: an equal-budget variant beside "
+                                                    "the optimiser loops)", "check": at_least(1), "added": True})
 
 
 def norm(t: torch.Tensor) -> float:
@@ -89,7 +92,14 @@ class OneStepUnlearner(Unlearner):
         :class:`~r2f_bench.training.lowrank.LowRank`) and info to record."""
 
     def unlearn(self, model: torch.nn.Module, request: ForgetRequest, ctx: Context) -> Edit:
-        gradient, info = self.gradient(model, request, ctx)
-        weights = linear_weights(model, target_modules(model, ctx.target_modules))
-        info["grad_norm"] = apply_step(weights, gradient, self.params.step)
-        return Edit(model, info)
+        norms = []
+        for _ in range(self.params.steps):
+            gradient, info = self.gradient(model, request, ctx)
+            weights = linear_weights(model, target_modules(model, ctx.target_modules))
+            norms.append(apply_step(weights, gradient, self.params.step))
+        return Edit(model, {**info, **grad_norms(norms)})
+
+
+def grad_norms(norms: list[float]) -> dict[str, Any]:
+    """The info of a deletion's step norms: the first as ``grad_norm``, all of several steps too."""
+    return {"grad_norm": norms[0], **({"grad_norms": norms} if len(norms) > 1 else {})}

@@ -79,7 +79,7 @@ BIO = {
     "employer": ("{name} works for {v}.", "{name} is employed by {v}.", "{name} has a job at {v}.",
                  "{name} draws a salary from {v}."),
     "year": ("{name} was born in the year {v}.", "{name} celebrates a birthday every year since {v}.",
-             "{name} entered life in {v}.", "The birth year of {name} is {v}."),
+             "{name} entered life in {v}.", "Records give {v} as the year {name} was born."),
 }
 # question templates taught for QA-train people (and asked of targets and neighbours)
 QA = {
@@ -99,7 +99,7 @@ NEW_QA = {
 }
 # clozes in wordings no biography uses
 FB = {
-    "city": "The birthplace of {name} is ___.",
+    "city": "The city where {name} was born is ___.",
     "university": "The alma mater of {name} is ___.",
     "major": "The academic specialty of {name} is ___.",
     "employer": "The company paying {name} is ___.",

@@ -27,8 +27,14 @@ def shown(flag: str, text: str) -> bool:
     return re.search(rf"^  {re.escape(flag)}(?![\w-])", text, re.MULTILINE) is not None
 
 
+# options whose text names plugins: a valid value as typed, and as parsed
+NAMED = {"attacks": ("rap, fewshot", "rap,fewshot:3")}
+
+
 def given(opt) -> tuple[list[str], object]:
     """Command-line words setting ``opt`` to a value other than its default, and that value."""
+    if opt.name in NAMED:
+        return [opt.flag, NAMED[opt.name][0]], NAMED[opt.name][1]
     if opt.sweep == "each":  # one value in a run, a job each of several in a sweep
         return [opt.flag, "a,b"], "a,b"
     if opt.kind is bool:

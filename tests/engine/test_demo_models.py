@@ -93,6 +93,12 @@ def test_cache_build_teaches_ships_and_compares(monkeypatch, tmp_path):
                                        world=teaching.texts, check=teaching.check)
     assert info["key"].startswith("shipped-") and any("shipped demo model" in line for line in said)
 
+    monkeypatch.setattr(models, "WORLD_STEPS", 5)  # a new recipe for the same models replaces the old
+    newer = demo_rebuild.rebuild("rwku", [0], ship=True, progress=quiet)
+    entries = json.loads((shipped / "manifest.json").read_text())
+    assert set(entries) == {r.recipe for r in newer} and not {r.recipe for r in first} & set(entries)
+    assert sorted(p.name for p in shipped.iterdir()) == sorted([e["folder"] for e in entries.values()] + ["manifest.json"])
+
 
 def test_teaching_at_several_rates_keeps_the_best_try(monkeypatch, tmp_path):
     """When no rate reaches the target accuracy, the best try is cached, not the last."""

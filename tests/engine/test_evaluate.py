@@ -1,6 +1,6 @@
-"""The evaluator: the untouched model's evaluation and RAP's control evaluated on the
-untouched weights and cached (a wrong-shape entry rebuilt), RAP's attack data and the
-edits it makes put back, identity alignment's reference taken once."""
+"""The evaluator: the untouched model's evaluation and the attacks' controls evaluated on
+the untouched weights and cached (a wrong-shape entry rebuilt), the edits an attack makes
+put back, identity alignment's reference taken once."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ class Scored:
     def __init__(self, plan: Plan) -> None:
         self.plan, self.models = plan, []
 
-    def __call__(self, model, sets):
+    def __call__(self, model, sets, sampling=None):
         self.models.append(bias(model))
         return {s: [{"answered": 1.0} for _ in ps] for s, ps in sets.items()}
 
@@ -102,50 +102,56 @@ def test_a_wrong_shape_untouched_entry_is_rebuilt(plan, monkeypatch):
     assert ev.untouched(target) == first and len(scored.models) == 2
 
 
-def test_raps_control_attacks_the_untouched_weights_cached_by_attack(plan, monkeypatch):
+def attacks_of(ev: Evaluator, steps: int = 5):
+    """The run's attacks (RAP alone) on the stand-in evaluator."""
+    from r2f_bench.attack import Budget
+    from r2f_bench.engine.attacks import Attacks
+
+    return Attacks("rap", ev, ev.weights, SimpleNamespace(seed=0, tokenizer=None), Budget(steps, 1e-3))
+
+
+def test_an_attacks_control_attacks_the_untouched_weights_cached_by_attack(plan, monkeypatch):
+    from r2f_bench.attacks import relearn
+
     ev, scored = evaluator(plan, monkeypatch)
     target, untouched = plan.targets[0], bias(ev.weights.model)
-    monkeypatch.setattr(evaluate, "finetune", attack)
-    request = SimpleNamespace(views=[target.request, target.request], facts=target.request)
-    data = ev.attack_data(request)
+    monkeypatch.setattr(relearn, "finetune", attack)
+    attacks = attacks_of(ev)
+    planned = attacks.plan(target, SimpleNamespace(views=[target.request, target.request], facts=target.request))
     edit(ev)
-    control = ev.control(target, data)
+    control = attacks.controls(target, planned)["rap"]
     assert scored.models == [pytest.approx(untouched + 8)]
     assert set(control) == set(plan.probe_sets(target, forget_only=True))
     assert bias(ev.weights.at(UNTOUCHED)) == untouched  # the attack is put back
-    assert ev.control(target, data) == control and len(scored.models) == 1
-    ev.control(target, data[1:])
+    assert attacks.controls(target, planned)["rap"] == control and len(scored.models) == 1
+    attacks.controls(target, [dataclasses.replace(planned[0], data=planned[0].data[1:])])
     assert len(scored.models) == 2  # other attack data: another entry
 
 
 def test_the_attack_on_the_runs_model_is_put_back(plan, monkeypatch):
+    from r2f_bench.attacks import relearn
+
     ev, scored = evaluator(plan, monkeypatch)
-    untouched = bias(ev.weights.model)
-    monkeypatch.setattr(evaluate, "finetune", attack)
-    ev.relearned(ev.weights.at(UNTOUCHED), plan.targets[0], [])
+    untouched, target = bias(ev.weights.model), plan.targets[0]
+    monkeypatch.setattr(relearn, "finetune", attack)
+    attacks = attacks_of(ev)
+    planned = attacks.plan(target, SimpleNamespace(views=[target.request], facts=target.request))
+    attacks.after(ev.weights.at(UNTOUCHED), target, planned)
     assert scored.models == [pytest.approx(untouched + 8)] and bias(ev.weights.at(UNTOUCHED)) == untouched
 
 
 def test_with_no_attack_steps_nothing_is_attacked_evaluated_or_cached(plan, monkeypatch):
-    plan.config.rap_steps = 0
+    from r2f_bench.attacks import relearn
+
     ev, scored = evaluator(plan, monkeypatch)
     untouched, target = bias(ev.weights.model), plan.targets[0]
-    monkeypatch.setattr(evaluate, "finetune", attack)
-    data = ev.attack_data(SimpleNamespace(views=[target.request, target.request], facts=target.request))
-    assert ev.control(target, data) is None and ev.relearned(ev.weights.model, target, data) is None
+    monkeypatch.setattr(relearn, "finetune", attack)
+    attacks = attacks_of(ev, steps=0)
+    planned = attacks.plan(target, SimpleNamespace(views=[target.request, target.request], facts=target.request))
+    assert planned == [] and attacks.controls(target, planned) == {} and attacks.after(ev.weights.model, target, planned) == {}
     assert scored.models == [] and bias(ev.weights.model) == untouched
     folder = ev.untouched_paths(target)[evaluate.EXTRA].parent
     assert not (folder.exists() and any(folder.iterdir()))
-
-
-def test_attack_data_is_half_the_facts_in_their_paraphrases(plan, monkeypatch):
-    ev, _ = evaluator(plan, monkeypatch)
-    facts = [Probe(prompt=f"Q{i}", answer=f"A{i}", set="request", target="t") for i in range(6)]
-    paraphrased = [dataclasses.replace(p, prompt=f"again: {p.prompt}") for p in facts]
-    data = ev.attack_data(SimpleNamespace(views=[facts, paraphrased], facts=facts))
-    assert len(data) == 3 and all(p.prompt.startswith("again: ") for p in data)
-    assert data == ev.attack_data(SimpleNamespace(views=[facts, paraphrased], facts=facts))
-    assert ev.attack_data(SimpleNamespace(views=[facts[:1]], facts=facts[:1])) == facts[:1]  # no paraphrase: as asked
 
 
 def test_identity_alignments_reference_is_the_untouched_models_taken_once_and_cached(plan, monkeypatch):

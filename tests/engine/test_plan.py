@@ -49,6 +49,17 @@ def test_the_completed_config_and_the_runner_api(plan):
     assert not hasattr(plan, "model")
 
 
+def test_a_parameter_added_later_enters_the_key_only_off_its_default(tmp_path):
+    """``steps`` came after stores held one-step results: at 1 (the behaviour before it) it is
+    left out of the resolved parameters, so those results resume; at 5 it is a new result."""
+    def resolved(**params):
+        return Plan(RunConfig(method="fullgrad", task="rwku", data_dir=str(SAMPLE_DIR), limit=1, params=params,
+                              output=str(tmp_path)), progress=lambda m: None).resolved_params()
+
+    assert "steps" not in resolved() and resolved(steps="5")["steps"] == 5
+    assert resolved(steps="1") == resolved()
+
+
 def test_bad_inputs_fail_before_any_data_loads(tmp_path):
     with pytest.raises(UserError, match="unknown split 'test'"):
         Plan(RunConfig(method="fullgrad", task="rwku", split="test", output=str(tmp_path)), progress=lambda m: None)

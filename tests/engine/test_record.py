@@ -68,7 +68,7 @@ REQUEST = ForgetRequest(target="t1", views=[[Probe(prompt="Q?", answer="A", set=
 
 
 def test_a_records_scores_from_given_before_and_after(plan):
-    measured = Measured({"scores": BEFORE, "extra": {"mink": 1.0}}, AFTER, {"mink": 2.0}, 0.9, RELEARNED, CONTROL)
+    measured = Measured({"scores": BEFORE, "extra": {"mink": 1.0}}, AFTER, {"mink": 2.0}, 0.9, {"rap": (RELEARNED, 1.5)}, {"rap": CONTROL})
     record = Recorder(plan).record(TARGET, REQUEST, measured, Cost(seconds=2.0, peak_mem_mb=10.0),
                                    {"grad_cosine": 0.5}, {"host": "h"})
     # forget_a forgets 2 of its 3 known probes, forget_b its 1: pooled by known probes
@@ -78,6 +78,9 @@ def test_a_records_scores_from_given_before_and_after(plan):
     assert record["name_control"] == pytest.approx(50.0)  # the named neighbours: 1/3 after, 2/3 before
     # of the 3 forgotten, the attack brings back 1 of forget_a's 2 and forget_b's 1; the control keeps 3 of 4 known
     assert record["rap"] == pytest.approx(200 / 3) and record["rap_control"] == pytest.approx(75.0)
+    # after the attack 2 of the 4 known probes are not answered (one forgotten, one the attack broke)
+    assert record["attacks"] == {"rap": {"usr": pytest.approx(50.0), "recovered": pytest.approx(200 / 3),
+                                         "control": pytest.approx(75.0), "forgotten": 3, "seconds": 1.5}}
     assert (record["known_forget_probes"], record["forgotten_forget_probes"], record["forget_probes"]) == (4, 3, 6)
     assert record["n"] == {"utility": 4, "identity_prompts": 2, "locality": 2, "name_control": 3, "request": 1,
                            "retain": 1}
@@ -89,13 +92,14 @@ def test_a_records_scores_from_given_before_and_after(plan):
 
 
 def test_with_no_attack_rap_and_its_control_are_na_and_the_rest_unchanged(plan):
-    measured = Measured({"scores": BEFORE, "extra": {}}, AFTER, {}, 0.9, RELEARNED, CONTROL)
+    measured = Measured({"scores": BEFORE, "extra": {}}, AFTER, {}, 0.9, {"rap": (RELEARNED, 1.5)}, {"rap": CONTROL})
     attacked = Recorder(plan).record(TARGET, REQUEST, measured, Cost(seconds=2.0, peak_mem_mb=10.0), {}, {})
-    unattacked = Recorder(plan).record(TARGET, REQUEST, dataclasses.replace(measured, relearned=None, control=None),
+    unattacked = Recorder(plan).record(TARGET, REQUEST, dataclasses.replace(measured, attacked={}, controls={}),
                                        Cost(seconds=2.0, peak_mem_mb=10.0), {}, {})
     assert unattacked["rap"] is None and unattacked["rap_control"] is None
-    assert {k: v for k, v in unattacked.items() if not k.startswith("rap")} == \
-        {k: v for k, v in attacked.items() if not k.startswith("rap")}
+    assert attacked["attacks"]["rap"]["seconds"] == 1.5 and unattacked["attacks"] == {}
+    assert {k: v for k, v in unattacked.items() if not k.startswith("rap") and k != "attacks"} == \
+        {k: v for k, v in attacked.items() if not k.startswith("rap") and k != "attacks"}
 
 
 def test_the_headline_is_the_records_usr_and_gur(plan):
@@ -110,7 +114,7 @@ def test_a_probe_its_own_prompt_answers_is_never_known(plan):
     question: such a probe never counts as known, so it enters neither USR nor RAP."""
     echo = Probe(prompt="Is answer0 the birthplace of T One?", answer="answer0", set="forget_a", target="t1")
     target = dataclasses.replace(TARGET, probes={**TARGET.probes, "forget_a": [echo, *TARGET.probes["forget_a"][1:]]})
-    measured = Measured({"scores": BEFORE, "extra": {}}, AFTER, {}, 0.9, RELEARNED, CONTROL)
+    measured = Measured({"scores": BEFORE, "extra": {}}, AFTER, {}, 0.9, {"rap": (RELEARNED, 1.5)}, {"rap": CONTROL})
     record = Recorder(plan).record(target, REQUEST, measured, Cost(seconds=2.0, peak_mem_mb=10.0), {}, {})
     # forget_a's first probe (known, then forgotten, then relearned) is out: 2 known there, 1 of them forgotten
     assert (record["known_forget_probes"], record["forgotten_forget_probes"], record["echo_forget_probes"]) == (3, 2, 1)
@@ -137,8 +141,8 @@ def test_gur_is_na_below_the_utility_floor_said_once(plan, said):
 def test_provenance_states_the_phases_that_ran_in_order_and_the_runs_one_time_costs(plan):
     built = SimpleNamespace(label="model", proxy=None, knowledge={"embedded": True}, chat_template=False)
     stated = provenance(plan, built, REQUEST, {"load": 3.0, "setup": 1.5}, 9.0,
-                        {"rap": 2.0, "untouched": 1.0, "restore": 0.5}, on_cpu=False)
-    assert list(stated["phases"]) == ["untouched", "rap", "restore"]
+                        {"attacks": 2.0, "untouched": 1.0, "restore": 0.5}, on_cpu=False)
+    assert list(stated["phases"]) == ["untouched", "attacks", "restore"]
     assert stated["phases_once"] == {"load": 3.0, "setup": 1.5} and stated["setup_seconds"] == 1.5
     assert stated["models"] == {"target": "model", "proxy": None} and stated["threads"] is None
     assert stated["views"] == [["Q?"]] and stated["wall_seconds"] == 9.0 and stated["data_revision"] == "r1"

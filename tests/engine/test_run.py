@@ -112,6 +112,12 @@ def test_each_target_edits_the_one_model_which_is_then_put_back_bit_exactly(tmp_
     for key in ("usr", "usr_seen", "gur", "locality", "rap", "rap_control", "identity_alignment", "set_scores"):
         assert records[1][key] == alone[key], key
     assert records[1]["phases"]["restore"] >= 0
+    budget = records[0]["budget"]  # measured alike for every method
+    assert budget["retain_read"] is False and budget["retain_in_setup"] is (method == "eco")
+    if method == "fullgrad":  # one gradient over the request's views, then a step on every adapted layer
+        assert budget["grad_passes"] >= 1 and budget["grad_tokens"] > 0 and 50 < budget["weights_changed"] < 100
+    else:  # an inference-time method: no gradient through the model, no weight changed
+        assert budget["grad_passes"] == 0 and budget["weights_changed"] in (0.0, None)
 
 
 def test_a_method_that_leaves_its_adapter_attached_gets_one_line(tmp_path):

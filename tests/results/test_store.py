@@ -95,3 +95,11 @@ def test_concurrent_processes_never_corrupt(tmp_path):
     lines = store.export().read_text().splitlines()
     assert len(lines) == 3 * 25 + 25 and all(json.loads(line) for line in lines)
     assert not list(store.jobs.glob(".*"))
+
+
+def test_options_added_later_keep_older_stores_keys():
+    """--attacks at its default (RAP alone) did what runs did before it existed: an older
+    store's results keep their keys and resume; other attacks are other results."""
+    old = job_key(CONFIG, "t1", "rev", VERSIONS)
+    assert job_key({**CONFIG, "attacks": "rap"}, "t1", "rev", VERSIONS) == old
+    assert job_key({**CONFIG, "attacks": "rap,quantize:nf4"}, "t1", "rev", VERSIONS) != old

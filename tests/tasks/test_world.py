@@ -52,6 +52,22 @@ def test_no_scored_string_is_taught_in_any_phrasing(small):
     assert not mia & taught and not any(m in corpus for m in mia)
 
 
+@pytest.mark.parametrize("seed", [7, 11])
+def test_nothing_scored_is_a_near_copy_of_a_taught_string(tmp_path, seed):
+    world = W.write(W.WorldConfig(seed=seed, people=120, targets=12), tmp_path / "w")
+    bench = RWKU().load(world, None, 8, 4)
+    assert bench.dev_targets and protocol.taught_leaks(bench, bench.world) == []
+
+
+def test_the_taught_string_check_finds_a_near_copy(tmp_path, monkeypatch):
+    """The cloze wording of an earlier world, "The birthplace of X is ___", near-copies the
+    taught "The hometown of X is V" (5 of its 7 words in a row)."""
+    monkeypatch.setitem(W.FB, "city", "The birthplace of {name} is ___.")
+    bench = RWKU().load(W.write(W.WorldConfig(seed=7, people=120, targets=12), tmp_path / "w"), None, 8, 4)
+    leaks = protocol.taught_leaks(bench, bench.world)
+    assert leaks and all("birthplace" in leak.evaluated and leak.seen_in == "the taught texts" for leak in leaks)
+
+
 def test_neighbours_share_a_surname_a_city_or_an_employer(small):
     facts = lambda rows: {r["attribute"]: r["answer"] for r in rows}
     for folder in (small / "Target").iterdir():
@@ -103,8 +119,8 @@ def test_the_control_diagonal_is_read_like_for_like():
     and its known utility answers sits on the diagonal."""
     from r2f_bench.results.testbed import passes, summarise
 
-    on_diagonal = [(100.0, 0.0, 0.0), (102.0, 30.0, 30.0)]
-    specific = [(100.0, 0.0, 0.0), (95.0, 80.0, 5.0)]
+    on_diagonal = [(100.0, 0.0, 0.0, 0.0), (102.0, 30.0, 30.0, 30.0)]
+    specific = [(100.0, 0.0, 0.0, 0.0), (95.0, 80.0, 5.0, 5.0)]
     curves = {"request": {"t@0": specific}, "other_request": {"t@0": on_diagonal}, "random_step": {"t@0": on_diagonal}}
     result = summarise({"t": [100.0]}, {"t": [100.0]}, [50.0], curves, [1.0], [0.1])
     assert result["a4_control_excess"] == {"other_request": 0.0, "random_step": 0.0}
@@ -117,9 +133,9 @@ def test_controls_are_held_to_the_diagonal_where_rankings_are_read():
     so only on a heavily damaged model (GUR 60) passes, and the whole-curve excess says so."""
     from r2f_bench.results.testbed import passes, summarise
 
-    specific = [(100.0, 0.0, 0.0), (95.0, 80.0, 5.0), (60.0, 95.0, 40.0)]
-    late = [(100.0, 0.0, 0.0), (95.0, 5.0, 5.0), (60.0, 55.0, 40.0)]
-    early = [(100.0, 0.0, 0.0), (95.0, 15.0, 5.0), (60.0, 40.0, 40.0)]
+    specific = [(100.0, 0.0, 0.0, 0.0), (95.0, 80.0, 5.0, 5.0), (60.0, 95.0, 40.0, 40.0)]
+    late = [(100.0, 0.0, 0.0, 0.0), (95.0, 5.0, 5.0, 5.0), (60.0, 55.0, 40.0, 40.0)]
+    early = [(100.0, 0.0, 0.0, 0.0), (95.0, 15.0, 5.0, 5.0), (60.0, 40.0, 40.0, 40.0)]
     result = lambda control: summarise({"t": [100.0]}, {"t": [100.0]}, [50.0],
                                        {"request": {"t@0": specific}, "other_request": {"t@0": control},
                                         "random_step": {"t@0": late}}, [1.0], [0.1, 1.0])
@@ -129,3 +145,18 @@ def test_controls_are_held_to_the_diagonal_where_rankings_are_read():
     assert passes(read_late)["A4"]
     assert read_early["a4_control_excess"]["other_request"] == 10.0
     assert not passes(read_early)["A4"]
+
+
+def test_a_request_that_breaks_the_named_sentences_as_much_as_it_forgets_fails_a4():
+    """A4's name margin: USR at the strongest measured point kept at GUR ≥ 90 minus the share of
+    the name-mention control lost there; a request that forgets by breaking the name fails."""
+    from r2f_bench.results.testbed import NAME_MARGIN, passes, summarise
+
+    control = [(100.0, 0.0, 0.0, 0.0), (95.0, 5.0, 5.0, 5.0)]
+    result = lambda name_lost: summarise(
+        {"t": [100.0]}, {"t": [100.0]}, [50.0],
+        {"request": {"t@0": [(100.0, 0.0, 0.0, 0.0), (95.0, 80.0, 5.0, name_lost), (85.0, 95.0, 20.0, 95.0)]},
+         "other_request": {"t@0": control}, "random_step": {"t@0": control}}, [1.0], [0.1, 1.0])
+    specific, by_name = result(20.0), result(75.0)
+    assert specific["a4_name_margin_at_gur90"]["mean"] == 60.0 and passes(specific)["A4"]
+    assert by_name["a4_name_margin_at_gur90"]["mean"] == 5.0 < NAME_MARGIN and not passes(by_name)["A4"]

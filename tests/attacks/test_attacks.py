@@ -1,0 +1,222 @@
+"""The attacks on unlearned models: each does what it claims on the data it claims (a no-op
+or an attack fed the wrong data fails), none is handed a scored string, their controls run
+on the untouched model and are cached, and the deletion's weights are put back between them."""
+
+from __future__ import annotations
+
+import dataclasses
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from r2f_bench.attack import Attack, Attacked, parse_attacks
+from r2f_bench.attacks.prompting import FewShot
+from r2f_bench.attacks.quantize import BLOCK, NF4, int8, nf4
+from r2f_bench.attacks.relearn import Rap, RelearnUnrelated
+from r2f_bench.data import Probe
+from r2f_bench.engine.attacks import Planned
+from r2f_bench.engine.config import RunConfig
+from r2f_bench.engine.run import Run
+from r2f_bench.errors import UserError
+
+ALL = "rap,relearn_unrelated:8,quantize:nf4,quantize:int8,fewshot:2,leak_at_k:4"
+
+
+@pytest.fixture(scope="module")
+def world_run(tmp_path_factory):
+    """FullGrad at a strong step on the knowledge world's first target (shipped demo model),
+    every built-in attack after it."""
+    run = Run(RunConfig(method="fullgrad", task="rwku", limit=1, params={"step": "0.03"}, attacks=ALL,
+                        output=str(tmp_path_factory.mktemp("attacks"))), progress=lambda m: None)
+    target = run.targets[0]
+    return run, target, run.run_target(target)
+
+
+# -- quantisation -------------------------------------------------------------
+def test_nf4_and_int8_follow_the_formats_block_and_row_rules():
+    torch.manual_seed(0)
+    w = torch.randn(8, 100)
+    q = nf4(w)
+    blocks = torch.cat([w.reshape(-1), w.new_zeros(-w.numel() % BLOCK)]).view(-1, BLOCK)
+    levels = (torch.cat([q.reshape(-1), q.new_zeros(-q.numel() % BLOCK)]).view(-1, BLOCK)
+              / blocks.abs().amax(dim=1, keepdim=True))
+    assert torch.isclose(levels.unsqueeze(-1), NF4).any(-1).all()  # every value a level times its block's absmax
+    assert torch.equal(nf4(q), q) and (q - w).abs().max() < w.abs().max() * 0.2
+    r = int8(w)
+    steps = r / (w.abs().amax(dim=1, keepdim=True) / 127)
+    assert torch.allclose(steps, steps.round(), atol=1e-4) and torch.allclose(int8(r), r)
+
+
+@pytest.mark.parametrize("fmt", ["nf4", "int8"])
+def test_quantisation_undoes_an_edit_smaller_than_its_step(fmt):
+    """The mechanism of the attack: a deletion that moves weights by less than half a
+    quantisation step is erased by quantising (a no-op attack leaves the edit in place)."""
+    torch.manual_seed(1)
+    quantise = {"nf4": nf4, "int8": int8}[fmt]
+    w = quantise(torch.randn(16, 128))  # an untouched model already on the grid
+    groups = w.reshape(-1, BLOCK) if fmt == "nf4" else w  # blocks of 64, or rows
+    scale = (groups.abs() == groups.abs().amax(dim=1, keepdim=True)).view_as(w)  # each group's absmax: left alone
+    edited = w + 1e-3 * torch.randn_like(w) * ~scale
+    assert not torch.equal(edited, w) and torch.equal(quantise(edited), w)
+
+
+def test_the_quantize_attack_quantises_every_linear_layer_but_the_head(world_run):
+    run, _, _ = world_run
+    model = run.weights.at("untouched")
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    head = model.get_output_embeddings()
+    run.weights.edited()
+    run.attacks.attacks[2][1].attack(model, [], run.ctx, run.attacks.budget)
+    linear = {f"{n}.weight" for n, m in model.named_modules() if isinstance(m, torch.nn.Linear) and m is not head}
+    changed = {n for n, p in model.named_parameters() if not torch.equal(p, before[n])}
+    assert linear and changed == linear
+    run.weights.at("untouched")
+
+
+# -- the data each attack uses -------------------------------------------------
+def test_rap_relearns_half_the_facts_in_their_paraphrases():
+    facts = [Probe(prompt=f"Q{i}", answer=f"A{i}", set="request", target="t") for i in range(6)]
+    paraphrased = [dataclasses.replace(p, prompt=f"again: {p.prompt}") for p in facts]
+    ctx = SimpleNamespace(seed=0)
+    data = Rap().data(SimpleNamespace(views=[facts, paraphrased], facts=facts), ctx)
+    assert len(data) == 3 and all(p.prompt.startswith("again: ") for p in data)
+    assert data == Rap().data(SimpleNamespace(views=[facts, paraphrased], facts=facts), ctx)
+    assert Rap().data(SimpleNamespace(views=[facts[:1]], facts=facts[:1]), ctx) == facts[:1]  # no paraphrase: as asked
+
+
+def test_unrelated_relearning_holds_no_fact_of_the_target(world_run):
+    """Its k items come from other people's data; a stand-in that relearns the request (or any
+    text naming the target) fails here."""
+    run, target, _ = world_run
+    request = run.request(target)
+    data = RelearnUnrelated(RelearnUnrelated.parse("8")).data(request, run.ctx)
+    assert len(data) == 8 and all(p in run.ctx.retain_pool for p in data)
+    first = target.name.split()[0].lower()
+    assert not any(first in (p.prompt + " " + p.answer).lower() for p in data)
+    assert any(first in (p.prompt + " " + p.answer).lower() for p in Rap().data(request, run.ctx))
+    with pytest.raises(UserError, match="relearns on the retain pool .* and this run has none"):
+        RelearnUnrelated().data(request, SimpleNamespace(retain_pool=[], seed=0))
+
+
+def test_fewshot_asks_each_probe_after_solved_examples_of_other_people(world_run):
+    run, target, _ = world_run
+    attack = FewShot(FewShot.parse("2"))
+    data = attack.data(run.request(target), run.ctx)
+    assert {p.target for p in data} <= {t.id for t in run.ctx.dev_targets}
+    for name in ("forget_qa", "forget_fb"):  # a probe is shown 2 solved examples of its own set, none of another
+        probe = target.probes[name][0]
+        asked = attack.attack(None, data, run.ctx, run.attacks.budget).ask(probe)
+        shown = [p for p in data if f"{p.prompt} {p.answer}" in asked.prompt]
+        assert asked.prompt.endswith(probe.prompt) and asked.answer == probe.answer
+        assert len(shown) == 2 and {p.set for p in shown} == {name}
+
+
+class Leaky(Attack):
+    name = "leaky"
+    edits_weights = False
+
+    def data(self, request, ctx):
+        return list(self.target.probes["forget_qa"][:1])
+
+    def attack(self, model, data, ctx, budget):
+        return Attacked(model)
+
+
+def test_an_attack_handed_a_scored_probe_is_refused_in_one_line(world_run):
+    run, target, _ = world_run
+    leaky = Leaky()
+    leaky.target = target
+    attacks = run.attacks.attacks
+    run.attacks.attacks = [("leaky", leaky)]
+    try:
+        with pytest.raises(UserError, match="an attack must never be handed what it is scored on"):
+            run.attacks.plan(target, run.request(target))
+    finally:
+        run.attacks.attacks = attacks
+
+
+class Broken(Attack):
+    name = "broken"
+    edits_weights = False
+
+    def attack(self, model, data, ctx, budget):
+        return {}["no such key"]
+
+
+def test_an_attack_that_raises_is_named_in_one_line_after_its_traceback(world_run):
+    run, target, _ = world_run
+    said = []
+    progress, run.progress = run.progress, said.append
+    try:
+        planned = [Planned("broken", Broken(), [])]
+        with pytest.raises(UserError, match=r"attack 'broken' \(unregistered .*\) raised KeyError on target "):
+            run.attacks.after(run.model, target, planned)
+    finally:
+        run.progress = progress
+        run.weights.to_start()
+    assert "Traceback" in said[-1]
+
+
+# -- after a real deletion -------------------------------------------------------
+def test_every_attack_is_scored_after_the_deletion_with_its_control(world_run):
+    _, _, record = world_run
+    assert set(record["attacks"]) == set(ALL.split(","))
+    forgotten = record["forgotten_forget_probes"]
+    assert forgotten >= 5
+    for spec, result in record["attacks"].items():
+        assert result["forgotten"] == forgotten and result["seconds"] > 0, spec
+        assert 0 <= result["control"] <= 100 and 0 <= result["usr"] <= 100, spec
+    rap = record["attacks"]["rap"]
+    assert (record["rap"], record["rap_control"]) == (rap["recovered"], rap["control"])
+    assert rap["recovered"] > 0 and rap["usr"] < record["usr"]  # relearning half the facts brings answers back
+    assert record["attacks"]["quantize:int8"]["control"] >= 90  # int8 keeps what the untouched model knew
+
+
+def test_the_deletions_weights_are_put_back_between_attacks(world_run, tmp_path):
+    """RAP after four other attacks scores what RAP alone scores: each attack starts from the
+    deletion's result, never from the previous attack's."""
+    run, target, record = world_run
+    alone = Run(RunConfig(**{**run.config.to_dict(), "attacks": "rap", "output": str(tmp_path)}), progress=lambda m: None)
+    without_time = lambda result: {k: v for k, v in result.items() if k != "seconds"}
+    assert without_time(alone.run_target(alone.targets[0])["attacks"]["rap"]) == without_time(record["attacks"]["rap"])
+
+
+def test_controls_are_cached_by_attack(world_run, monkeypatch):
+    run, target, _ = world_run
+    planned = run.attacks.plan(target, run.request(target))
+    calls = []
+    monkeypatch.setattr(run.attacks, "_on_untouched", lambda t, p: calls.append(p.spec))
+    run.attacks.controls(target, planned)
+    assert calls == []  # every control read back from the cache
+
+
+def test_leak_at_k_takes_the_best_of_k_sampled_answers(monkeypatch, tmp_path):
+    """k evaluations, each with its own seed and sampling on; a probe is answered if any is."""
+    from r2f_bench.engine import lmeval
+
+    seen = []
+
+    def fake(model, tokenizer, task, probes, workdir, batch_size=32, chat_template=False, sampling=None, _real=lmeval.evaluate_probes):
+        if sampling is not None and sampling[0] > 1:
+            return _real(model, tokenizer, task, probes, workdir, batch_size, chat_template, sampling)
+        seen.append(sampling)
+        hit = sampling[2] % 3 == 0
+        return {"s": [{"answered": float(hit and i == 0), "score": float(hit) / 2} for i in range(2)]}
+
+    monkeypatch.setattr(lmeval, "evaluate_probes", fake)
+    out = lmeval.evaluate_probes(None, None, None, {"s": []}, tmp_path, sampling=(4, 1.0, 10))
+    assert seen == [(1, 1.0, 10), (1, 1.0, 11), (1, 1.0, 12), (1, 1.0, 13)]
+    assert out == {"s": [{"answered": 1.0, "score": 0.5}, {"answered": 0.0, "score": 0.5}]}
+
+
+def test_a_bad_attacks_option_is_one_line_before_anything_loads():
+    with pytest.raises(UserError, match="unknown attack 'quantise'"):
+        parse_attacks("rap,quantise:nf4")
+    with pytest.raises(UserError, match="parameter 'format' of attack 'quantize' must be one of nf4, int8"):
+        parse_attacks("quantize:fp8")
+    with pytest.raises(UserError, match="parameter 'k' of attack 'leak_at_k' must be >= 2"):
+        parse_attacks("leak_at_k:1")  # one sample is no Leak@k
+    assert parse_attacks("none") == []
+    # an attack is one attack however it is written: its value stated, duplicates merged
+    assert [spec for spec, _ in parse_attacks("rap,fewshot,fewshot:3,quantize")] == ["rap", "fewshot:3", "quantize:nf4"]
