@@ -43,8 +43,8 @@ class Budget:
 class Attacked:
     """What to evaluate after an attack: ``model`` (the one given, changed in place or
     not), each scored probe asked through ``ask`` (``None``: as it is), and ``samples``
-    answers per probe drawn at ``temperature`` (1: the greedy answer); a probe counts as
-    answered when any sample answers it."""
+    answers per probe drawn at ``temperature`` (a probe counts as answered when any sample
+    answers it; ``samples`` 1: the greedy answer, ``temperature`` unused)."""
 
     model: torch.nn.Module
     ask: Callable[[Probe], Probe] | None = None

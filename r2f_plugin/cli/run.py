@@ -79,16 +79,13 @@ def summary(records: list[dict], columns: tuple[str, ...] = RESULT_COLUMNS) -> s
     if not records:
         return "no results"
     cols = [c for c in columns if c in RESULT_COLUMNS and c not in BY_TASK or any(r.get(c) is not None for r in records)]
-    head = ["target"] + cols
     rows = [[r["target"]] + [_cell(r, c) for c in cols] for r in records]
-    widths = [max(len(str(x)) for x in col) for col in zip(head, *rows)]
-    line = lambda xs: "  ".join(str(x).ljust(w) for x, w in zip(xs, widths)).rstrip()
     models = records[0]["models"]
     proxy = f" | proxy: {models['proxy']}" if models.get("proxy") else ""
     notes = [f"  {c}: {text}" for c in cols for text in legend([c])]
     notes += [f"  {text}" for text in (ITEMS_NOTE, NA_NOTE, SEEN_NOTE, ALIGNMENT_NOTE, ANSWERED_NOTE)]
     return "\n".join([f"method {records[0]['method']} on {records[0]['task']} | model: {models['target']}{proxy}",
-                      line(head), line(["-" * w for w in widths]), *map(line, rows), "", "legend:", *notes])
+                      *plain(["target"] + cols, rows), "", "legend:", *notes])
 
 
 def attacks_summary(records: list[dict]) -> str | None:
@@ -97,14 +94,18 @@ def attacks_summary(records: list[dict]) -> str | None:
     specs = sorted({s for r in records for s in (r.get("attacks") or {}) if s != RAP})
     if not specs:
         return None
-    head = ["target"] + specs
     reading = lambda a: (f"{_fmt(a.get('usr'))} / {_fmt(a.get('recovered'))} / {_fmt(a.get('control'))}"
                          if a else "n/a")
     rows = [[r["target"]] + [reading((r.get("attacks") or {}).get(s)) for s in specs] for r in records]
+    return "\n".join(["", "attacks (USR after / recovered / control kept, %: `r2f-bench table` defines them)",
+                      *plain(["target"] + specs, rows)])
+
+
+def plain(head: list[str], rows: list[list[Any]]) -> list[str]:
+    """``head`` and ``rows`` as lines of left-aligned columns, a rule under the head."""
     widths = [max(len(str(x)) for x in col) for col in zip(head, *rows)]
     line = lambda xs: "  ".join(str(x).ljust(w) for x, w in zip(xs, widths)).rstrip()
-    return "\n".join(["", "attacks (USR after / recovered / control kept, %: `r2f-bench table` defines them)",
-                      line(head), line(["-" * w for w in widths]), *map(line, rows)])
+    return [line(head), line(["-" * w for w in widths]), *map(line, rows)]
 
 
 def items(record: dict, column: str) -> int | None:

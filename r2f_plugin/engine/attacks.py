@@ -92,13 +92,12 @@ class Attacks:
     def controls(self, target: Target, planned: list[Planned]) -> dict[str, Scores]:
         """Each attack's scores on the untouched model, cached by the model, the probes and the attack."""
         out = {}
+        sets = self.evaluator.plan.probe_sets(target, forget_only=True)
+        probes = {n: [(q.prompt, q.answer) for q in ps] for n, ps in sets.items()}
         for p in planned:
-            sets = self.evaluator.plan.probe_sets(target, forget_only=True)
             budget = dataclasses.asdict(self.budget) if p.attack.relearns else None  # only a relearning attack spends it
             path = entry_path(f"{self.evaluator.plan.config.task}-attack-control",
-                              [*self.evaluator.model_key(), {n: [(q.prompt, q.answer) for q in ps]
-                                                             for n, ps in sets.items()},
-                               *p.key(), self.origin(p), budget, self.ctx.seed])
+                              [*self.evaluator.model_key(), probes, *p.key(), self.origin(p), budget, self.ctx.seed])
             out[p.spec] = cached(path, lambda entry: scores_shape(entry, sets), lambda p=p: self._on_untouched(target, p),
                                  self.evaluator.plan.progress)
         return out

@@ -115,13 +115,12 @@ def evaluate_probes(model: torch.nn.Module, tokenizer: Any, task: Any, probes: d
     temperature, seed): k sampled answers per generation probe in place of the greedy one,
     each metric its best over the k (a probe is answered when any sample answers it;
     multiple-choice sets are scored by likelihood, which sampling does not change)."""
-    if sampling is not None:
+    if sampling is not None and sampling[0] > 1:  # k draws of one sample each, with seeds of their own
         k, temperature, seed = sampling
         draws = [evaluate_probes(model, tokenizer, task, probes, workdir, batch_size, chat_template,
-                                 (1, temperature, seed + i)) for i in range(k)] if k > 1 else None
-        if draws is not None:
-            return {s: [{m: max(d[s][i][m] for d in draws) for m in rows[i]} for i in range(len(rows))]
-                    for s, rows in draws[0].items()}
+                                 (1, temperature, seed + i)) for i in range(k)]
+        return {s: [{m: max(d[s][i][m] for d in draws) for m in rows[i]} for i in range(len(rows))]
+                for s, rows in draws[0].items()}
     from lm_eval import simple_evaluate
     from lm_eval.tasks import TaskManager
 

@@ -17,7 +17,7 @@ from .frontier import (ALPHA, AREA_FROM, FAILURE_RULE, GUR_LEVELS, KEYS, MEASURE
 from .frontier_run import Measured, Readout
 from .plots import plot_frontier
 from .render import FORMATS, render, stat_json, write_files
-from .tables import ATTACK_FIELDS, ATTACKS_NOTE, Column, Provenance, Table
+from .tables import ATTACKS_NOTE, Column, Provenance, Table, attack_fields
 
 TITLES = {**{f"usr_at_gur{g:g}": f"USR @ GUR≥{g:g}" for g in GUR_LEVELS}, "auc": "Area"}
 MIN_MODELS = 3  # taught models a difference must rest on before a table calls it
@@ -188,10 +188,8 @@ def attacks_table(m: Measured) -> Table | None:
     units = set(m.readout.units)
     shipped = {f.method: [r for r in m.readout.shipped.get(f.method, []) if (str(r["target"]), int(r["seed"])) in units]
                for f in m.results}
-    specs = sorted({s for rs in shipped.values() for r in rs for s in (r.get("attacks") or {})})
-    if not specs:
+    if not (fields := attack_fields(r for rs in shipped.values() for r in rs)):
         return None
-    fields = [(s, key, title, higher) for s in specs for key, title, higher in ATTACK_FIELDS]
     stat = lambda rs, path: aggregate(rs, path, lambda r: 0).get(0)
     rows = [(f.method, [stat(shipped[f.method], "usr")] + [stat(shipped[f.method], f"attacks.{s}.{key}")
                                                          for s, key, _, _ in fields]) for f in m.results]

@@ -204,15 +204,19 @@ ATTACKS_NOTE = ("Each attack (--attacks) runs on the unlearned model and, as its
                 "readings say little. rap is the R2F paper's RAP (its recovered and control are the RAP table's).")
 
 
+def attack_fields(records: Iterable[Record]) -> list[tuple[str, str, str, bool | None]]:
+    """(spec, field, title, higher is better) of every attack the records hold, in spec order."""
+    specs = sorted({s for r in records for s in (r.get("attacks") or {})})
+    return [(s, f, title, higher) for s in specs for f, title, higher in ATTACK_FIELDS]
+
+
 def attacks_table(records: Sequence[Record]) -> Table | None:
     """Methods as rows; per dataset and attack, the USR after it, the share it recovers and its
     control (``None`` where no record holds an attack)."""
-    specs = sorted({s for r in records for s in (r.get("attacks") or {})})
-    if not specs:
+    if not (fields := attack_fields(records)):
         return None
     labels, label = method_rows(records)
     tasks = task_order(r.get("task") for r in records)
-    fields = [(s, f, title, higher) for s in specs for f, title, higher in ATTACK_FIELDS]
     cell = cell_stats(records, [f"attacks.{s}.{f}" for s, f, _, _ in fields], label)
     columns = [Column(f"{t}.attacks.{s}.{f}", f"{s}: {title}", t, higher) for t in tasks for s, f, title, higher in fields]
     rows = [(lab, [cell(lab, t, f"attacks.{s}.{f}") for t in tasks for s, f, _, _ in fields]) for lab in labels]
