@@ -2,7 +2,8 @@
 an unlearned model's small weight changes can fall inside one quantisation step, so the
 quantised model answers as the untouched one did. ``quantize:nf4`` and ``quantize:int8``
 simulate bitsandbytes' weight formats exactly in torch, on any device: each weight is
-quantised, then dequantised in place (what a quantised layer computes with).
+quantised, then dequantised in place (what a quantised layer computes with); the tests
+check both against bitsandbytes' own kernels.
 
 * **nf4** (QLoRA's 4-bit NormalFloat, ``bnb_4bit_quant_type="nf4"``): the flattened weight
   in blocks of 64, each scaled by its absolute maximum and rounded to the nearest of 16

@@ -42,12 +42,15 @@ class Budget:
 @dataclass
 class Attacked:
     """What to evaluate after an attack: ``model`` (the one given, changed in place or
-    not), each scored probe asked through ``ask`` (``None``: as it is), and ``samples``
-    answers per probe drawn at ``temperature`` (a probe counts as answered when any sample
-    answers it; ``samples`` 1: the greedy answer, ``temperature`` unused)."""
+    not), each scored probe asked through ``ask`` (``None``: as it is), the model's reply
+    begun with ``reply`` (e.g. a compliant "Sure, here is the answer:"; through a chat
+    template it opens the assistant's turn; empty: none), and ``samples`` answers per probe
+    drawn at ``temperature`` (a probe counts as answered when any sample answers it;
+    ``samples`` 1: the greedy answer, ``temperature`` unused)."""
 
     model: torch.nn.Module
     ask: Callable[[Probe], Probe] | None = None
+    reply: str = ""
     samples: int = 1
     temperature: float = 1.0
 

@@ -39,8 +39,8 @@ def _write(path: Path, data) -> None:
 CASES = [
     ("nan step", lambda t, r: ["--set", "step=nan"], "parameter 'step' of method 'r2f' must be a finite number, got 'nan'."),
     ("unknown attack", lambda t, r: ["--attacks", "rap,quantise:nf4"],
-     "unknown attack 'quantise'; choose one of: fewshot, leak_at_k, quantize, rap, relearn_unrelated "
-     "(see `r2f-bench attacks`)."),
+     "unknown attack 'quantise'; choose one of: fewshot, leak_at_k, prompt, quantize, rap, relearn_related, "
+     "relearn_unrelated (see `r2f-bench attacks`)."),
     ("bad attack value", lambda t, r: ["--attacks", "quantize:fp8"],
      "parameter 'format' of attack 'quantize' must be one of nf4, int8, got 'fp8'."),
     ("a value for an attack that takes none", lambda t, r: ["--attacks", "rap:3"],

@@ -134,7 +134,7 @@ def light_run(tmp_path, monkeypatch):
     run.evaluator = evaluate.Evaluator(run, SimpleNamespace(label="stand-in", info={}, tokenizer=None, chat_template=False), run.weights)
     run.attacks = Attacks("rap", run.evaluator, run.weights, SimpleNamespace(seed=0, tokenizer=None), Budget(5, 1e-3))
 
-    def score_sets(model, sets, sampling=None):
+    def score_sets(model, sets, sampling=None, reply=""):
         run.evaluations.append(set(sets))
         return {s: [{"answered": 1.0} for _ in ps] for s, ps in sets.items()}
 

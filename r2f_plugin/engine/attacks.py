@@ -87,7 +87,7 @@ class Attacks:
         if attacked.ask is not None:
             sets = {name: [attacked.ask(q) for q in probes] for name, probes in sets.items()}
         sampling = (attacked.samples, attacked.temperature, self.ctx.seed) if attacked.samples > 1 else None
-        return self.evaluator.score_sets(attacked.model, sets, sampling)
+        return self.evaluator.score_sets(attacked.model, sets, sampling, attacked.reply)
 
     def controls(self, target: Target, planned: list[Planned]) -> dict[str, Scores]:
         """Each attack's scores on the untouched model, cached by the model, the probes and the attack."""

@@ -1,6 +1,7 @@
 """Building what a run works on: the model (an embedded one taught what
-:meth:`~r2f_bench.engine.plan.Plan.knowledge` says, or a hub name or path), the proxy,
-the paraphrase views, and each target's deletion request."""
+:meth:`~r2f_bench.engine.plan.Plan.knowledge` says, or a hub name or path, taught the
+knowledge world when the data is one), the proxy, the paraphrase views, and each
+target's deletion request."""
 
 from __future__ import annotations
 
@@ -18,17 +19,19 @@ from .budget import Watched
 from .models import (DEFAULT_PROXY, DEFAULT_MODEL, EmbeddedSpec, cut_to_first_layers, dispatch, dtype_of, embedded_model,
                      first_layers_of, hf_model, weights_key)
 from .plan import Plan
+from .teaching import answers_phrase
 from .views import build_views, make_paraphraser
+from .world_teaching import proxy_key, teach_world
 
 
 def taught_label(info: dict) -> str:
-    """What an embedded model's label says about its knowledge: a world's generalisation,
-    or the taught strings' recall (then no ranking on it means knowledge)."""
+    """What a taught model's label says about its knowledge: a world's generalisation (an
+    embedded model, or a pretrained one fine-tuned on it), or the taught strings' recall
+    (then no ranking on it means knowledge)."""
+    if "pretrained" in info:
+        return f"fine-tuned on a synthetic knowledge world, {info['epochs']} epochs: {answers_phrase(info)}"
     if "world_texts" in info:
-        never = info.get("never_taught_answered")
-        unseen = f" and {never:.0f}% of never-taught" if never is not None else ""
-        return (f"embedded demo model taught a synthetic knowledge world: answers {info['taught_answered']:.0f}% of "
-                f"taught{unseen} questions")
+        return f"embedded demo model taught a synthetic knowledge world: {answers_phrase(info)}"
     return (f"embedded demo model, taught {info['facts']} strings to answer-token accuracy "
             f"{info['taught_token_accuracy']:.3f}: USR is taught-string recall")
 
@@ -59,7 +62,8 @@ class Built:
 
 def build_model(plan: Plan, spec: str, default: EmbeddedSpec,
                 device: torch.device) -> tuple[torch.nn.Module, Any, str, dict]:
-    """(model, tokenizer, label, build info) for an embedded spec, hub name or path."""
+    """(model, tokenizer, label, build info) for an embedded spec, hub name or path; a
+    pretrained model run on a knowledge world is taught it first (:mod:`.world_teaching`)."""
     config, es = plan.config, embedded_spec(spec, default)
     if es is not None:
         teaching, prompts = plan.knowledge()
@@ -70,14 +74,20 @@ def build_model(plan: Plan, spec: str, default: EmbeddedSpec,
         return model, tok, f"{info['label']} ({taught_label(info)})", info
     model, tok, key = hf_model(spec, trust_remote_code=config.trust_remote_code, dtype=config.dtype,
                                device_map=config.device_map, progress=plan.progress)
-    return (model if config.device_map else model.to(device)), tok, spec, {"key": key}
+    model = model if config.device_map else model.to(device)
+    if plan.bench.world is None:
+        return model, tok, spec, {"key": key}
+    info = teach_world(model, tok, key, plan.knowledge()[0], chat_template(config.chat_template, tok, spec),
+                       config.dtype, config.seed, plan.progress)
+    return model, tok, f"{spec} ({taught_label(info)})", info
 
 
 def build_proxy(plan: Plan, device: torch.device, model_label: str, model_key: str) -> Proxy:
     """The --proxy model, built on first use. Its key says what determines its weights
     before it is built: for an embedded model the key of its weights (a shipped model's
     hash, else its build key: architecture, seed, taught facts); for ``first-layers:N`` the
-    model's own key (its untouched weights, loaded again and cut); else its name or path."""
+    model's own key (its untouched weights, loaded again and cut); else its name or path,
+    with what it is taught on a knowledge world (:func:`~.world_teaching.proxy_key`)."""
     spec = plan.config.proxy
     es = embedded_spec(spec, DEFAULT_PROXY)
     if (n := first_layers_of(spec)) is not None:
@@ -88,7 +98,10 @@ def build_proxy(plan: Plan, device: torch.device, model_label: str, model_key: s
             return cut_to_first_layers(model, n, config.model), tok
 
         return Proxy(f"{model_label}, first {n} layers", f"{spec}@{model_key}", cut)
-    if es is None:
+    if es is None and plan.bench.world is not None:  # taught the world when built: keyed by what it is taught
+        label, key = spec, proxy_key(spec, plan.knowledge()[0], plan.config.chat_template, plan.config.dtype,
+                                     plan.config.seed)
+    elif es is None:
         label = key = spec
     else:
         label = es.label
@@ -104,13 +117,15 @@ def build_models(plan: Plan, device: torch.device) -> Built:
     model, tok, label, info = build_model(plan, config.model, DEFAULT_MODEL, device)
     if config.target_modules:
         linear_modules(model, config.target_modules)
-    paraphraser = make_paraphraser(config.paraphraser, model, tok, plan.bench.alternatives)
+    chat = chat_template(config.chat_template, tok, config.model)
+    paraphraser = make_paraphraser(config.paraphraser, model, tok, plan.bench.alternatives, chat)
     proxy = build_proxy(plan, device, label, info.get("key", label)) \
         if plan.method_cls and plan.method_cls.uses_proxy else None
-    taught = config.model.startswith("embedded")
-    knowledge = {"embedded": taught, "taught_strings": taught and plan.knowledge()[0].strings,
+    embedded = config.model.startswith("embedded")
+    knowledge = {"embedded": embedded, "taught": embedded or plan.bench.world is not None,
+                 "taught_strings": embedded and plan.knowledge()[0].strings,
                  "never_taught_answered": info.get("never_taught_answered")}
-    return Built(model, tok, chat_template(config.chat_template, tok, config.model), label, info, knowledge,
+    return Built(model, tok, chat, label, info, knowledge,
                  lambda facts: build_views(facts, config.views, paraphraser, config.seed), proxy)
 
 

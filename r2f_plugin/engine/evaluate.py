@@ -59,12 +59,12 @@ class Evaluator:
         return self.score_sets(model, self.plan.probe_sets(target, forget_only))
 
     def score_sets(self, model: torch.nn.Module, sets: dict[str, list[Probe]],
-                   sampling: tuple[int, float, int] | None = None) -> dict[str, list[dict]]:
+                   sampling: tuple[int, float, int] | None = None, reply: str = "") -> dict[str, list[dict]]:
         """Per-probe scores of ``model`` on the probe ``sets``, by set (one lm-eval call;
-        ``sampling``: k sampled answers a probe, see :func:`~.lmeval.evaluate_probes`)."""
+        ``sampling`` and ``reply``: see :func:`~.lmeval.evaluate_probes`)."""
         with single_process_eval(), tempfile.TemporaryDirectory(prefix=".work-", dir=self.plan.out_dir) as workdir:
             return evaluate_probes(model, self.built.tokenizer, self.plan.task, sets, Path(workdir),
-                                   chat_template=self.built.chat_template, sampling=sampling)
+                                   chat_template=self.built.chat_template, sampling=sampling, reply=reply)
 
     def model_key(self) -> list[Any]:
         """What the untouched model's answers depend on: the model (its weights' key), its

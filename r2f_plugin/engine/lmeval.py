@@ -28,6 +28,8 @@ from ..plugins import registry
 from ..progress import quiet
 from ..task import ANSWERED, METRIC_KEYS, SCORE
 
+REPLY = "reply"  # the row field every generation YAML's gen_prefix reads: an attack's opening of the answer
+
 
 def load_probe_dataset(task: str, probe_set: str, probes_file: str | None = None,
                        data_dir: str | None = None, targets: list[str] | str | None = None,
@@ -53,6 +55,7 @@ def load_probe_dataset(task: str, probe_set: str, probes_file: str | None = None
         r["doc_id"] = i
         r.setdefault("choices", [])
         r.setdefault("label", -1)
+        r.setdefault(REPLY, "")
     return datasets.DatasetDict({"test": datasets.Dataset.from_list(rows)})
 
 
@@ -108,17 +111,20 @@ def unstamped() -> Iterator[None]:
 
 def evaluate_probes(model: torch.nn.Module, tokenizer: Any, task: Any, probes: dict[str, list[Probe]],
                     workdir: Path, batch_size: int = 32, chat_template: bool = False,
-                    sampling: tuple[int, float, int] | None = None) -> dict[str, list[dict[str, float]]]:
+                    sampling: tuple[int, float, int] | None = None,
+                    reply: str = "") -> dict[str, list[dict[str, float]]]:
     """Evaluate ``model`` on each probe set through lm-eval; per-probe metric dicts, in probe order.
     ``chat_template``: each prompt goes through the tokenizer's chat template as a user turn
     (lm-eval's ``apply_chat_template``), as an instruct model is asked. ``sampling`` (k,
     temperature, seed): k sampled answers per generation probe in place of the greedy one,
     each metric its best over the k (a probe is answered when any sample answers it;
-    multiple-choice sets are scored by likelihood, which sampling does not change)."""
+    multiple-choice sets are scored by likelihood, which sampling does not change). ``reply``:
+    the opening every generated answer starts from (lm-eval's ``gen_prefix``: after the
+    prompt, or opening the assistant's turn of the chat template; empty: none)."""
     if sampling is not None and sampling[0] > 1:  # k draws of one sample each, with seeds of their own
         k, temperature, seed = sampling
         draws = [evaluate_probes(model, tokenizer, task, probes, workdir, batch_size, chat_template,
-                                 (1, temperature, seed + i)) for i in range(k)]
+                                 (1, temperature, seed + i), reply=reply) for i in range(k)]
         return {s: [{m: max(d[s][i][m] for d in draws) for m in rows[i]} for i in range(len(rows))]
                 for s, rows in draws[0].items()}
     from lm_eval import simple_evaluate
@@ -126,7 +132,8 @@ def evaluate_probes(model: torch.nn.Module, tokenizer: Any, task: Any, probes: d
 
     probes = {s: ps for s, ps in probes.items() if ps}
     path = workdir / "probes.jsonl"
-    atomic_write_text(path, "".join(json.dumps(p.to_row()) + "\n" for ps in probes.values() for p in ps))
+    rows = ({**p.to_row(), REPLY: reply} for ps in probes.values() for p in ps)
+    atomic_write_text(path, "".join(json.dumps(row) + "\n" for row in rows))
     names = {task.lm_eval_name(s): s for s in probes}
     logging.getLogger("lm_eval").setLevel(logging.ERROR)  # its in-memory-model notices are expected here
     manager = TaskManager(include_path=str(task.yaml_dir()), include_defaults=False,

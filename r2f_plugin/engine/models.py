@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import random
 import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -30,7 +29,7 @@ from .gguf_models import check_gguf, gguf_folder, is_gguf
 from ..data import Probe
 from ..training.encoding import MAX_LENGTH
 from ..errors import UserError
-from .teaching import answer_accuracy, finetune
+from .teaching import answer_accuracy, answers_phrase, finetune, teach_schedule, world_answers
 
 CACHE_VERSION = "4"
 VOCAB_SIZE = 2048
@@ -42,8 +41,6 @@ TEACHING_RATES = (3e-3, 1e-3, 3e-4)
 # peak rate, the same for every world, model and seed (never chosen on scored items).
 WORLD_STEPS = 3000
 WORLD_LR = 3e-3
-# never-taught questions asked of a world-taught model to report its generalisation
-CHECK_ITEMS = 200
 
 
 
@@ -269,8 +266,6 @@ def _teach_world(spec: EmbeddedSpec, tok: Any, world: Sequence[str], facts: Sequ
                  check: Sequence[Probe], progress: Callable[[str], None], device: torch.device | str,
                  seed: int) -> tuple[torch.nn.Module, dict]:
     """Teach a knowledge world on the fixed schedule and measure what the model answers."""
-    from .teaching import answered_share, teach_schedule
-
     model = build_model(spec, tok, seed).to(device)
     n = sum(p.numel() for p in model.parameters())
     progress(f"embedded model {spec.label}: {n / 1e6:.2f}M parameters, teaching a knowledge world "
@@ -278,14 +273,10 @@ def _teach_world(spec: EmbeddedSpec, tok: Any, world: Sequence[str], facts: Sequ
     start = time.time()
     teach_schedule(model, tok, world, facts, WORLD_STEPS, WORLD_LR, seed=init_seed(spec, seed), progress=progress)
     seconds = time.time() - start
-    sample = lambda ps: random.Random(0).sample(list(ps), min(CHECK_ITEMS, len(ps)))
     info = {"label": spec.label, "spec": spec.cache_fields(), "seed": seed, "world_texts": len(world), "facts": len(facts),
             "steps": WORLD_STEPS, "lr": WORLD_LR, "parameters": n, "teach_seconds": seconds,
-            "taught_answered": answered_share(model, tok, sample(facts)),
-            "never_taught_answered": answered_share(model, tok, sample(check)) if check else None,
-            "check_items": min(CHECK_ITEMS, len(check))}
-    progress(f"embedded model {spec.label}: taught in {seconds:.0f} s; answers {info['taught_answered']:.0f}% of "
-             f"taught and {info['never_taught_answered'] or 0:.0f}% of never-taught questions")
+            **world_answers(model, tok, facts, check)}
+    progress(f"embedded model {spec.label}: taught in {seconds:.0f} s; {answers_phrase(info)}")
     return model.eval(), info
 
 
@@ -296,7 +287,8 @@ def _recipe(spec: EmbeddedSpec, facts: Sequence[Probe], extra_texts: Sequence[st
     return [CACHE_VERSION, spec.cache_fields(), seed, list(texts), *schedule, VOCAB_SIZE, MAX_LENGTH]
 
 
-def _digest(parts: list[Any]) -> str:
+def digest(parts: list[Any]) -> str:
+    """A short hash of JSON ``parts``: what cache entries are keyed by."""
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16]
 
 
@@ -305,7 +297,7 @@ def recipe_key(spec: EmbeddedSpec, facts: Sequence[Probe], extra_texts: Sequence
                world: Sequence[str] = ()) -> str:
     """A hash of what an embedded model is taught and how (architecture, seed, texts,
     schedule): what a shipped model is found by, whatever machine or library taught it."""
-    return _digest(_recipe(spec, facts, extra_texts, max_epochs, target_accuracy, seed, world))
+    return digest(_recipe(spec, facts, extra_texts, max_epochs, target_accuracy, seed, world))
 
 
 def embedded_key(spec: EmbeddedSpec, facts: Sequence[Probe], extra_texts: Sequence[str],
@@ -315,7 +307,7 @@ def embedded_key(spec: EmbeddedSpec, facts: Sequence[Probe], extra_texts: Sequen
     its recipe and the torch and transformers versions (computed without building it)."""
     import transformers
 
-    return _digest(_recipe(spec, facts, extra_texts, max_epochs, target_accuracy, seed, world)
+    return digest(_recipe(spec, facts, extra_texts, max_epochs, target_accuracy, seed, world)
                    + [torch.__version__.split("+")[0], transformers.__version__])
 
 
@@ -373,13 +365,13 @@ def pretrained_key(model: torch.nn.Module, loaded_from: str) -> str:
     folder = Path(loaded_from)
     if not folder.is_dir():
         return f"hub:{loaded_from}@{getattr(model.config, '_commit_hash', None)}"
-    digest = hashlib.sha256()
+    files = hashlib.sha256()
     for path in sorted(p for p in folder.iterdir() if p.suffix in (".safetensors", ".json") and p.is_file()):
-        digest.update(path.name.encode())
+        files.update(path.name.encode())
         with path.open("rb") as f:
             while chunk := f.read(1 << 24):
-                digest.update(chunk)
-    return digest.hexdigest()[:16]
+                files.update(chunk)
+    return files.hexdigest()[:16]
 
 
 FIRST_LAYERS = "first-layers:"  # --proxy first-layers:N: the model's own first N decoder layers

@@ -187,7 +187,8 @@ class Plan:
         return random.Random(f"{self.config.seed}:{target.id}").sample(pool, min(size, len(pool)))
 
     def knowledge(self) -> tuple[Teaching, list[str]]:
-        """What an embedded model is taught, and the prompts its tokenizer sees.
+        """What a model is taught before the run (an embedded model always; a pretrained one
+        when the data is a knowledge world), and the prompts an embedded tokenizer sees.
 
         A knowledge world defines it (biographies, other people's QA: no scored probe).
         Other data teaches every string of the run's evaluation and dev targets, under

@@ -13,13 +13,15 @@ from typing import Any, Callable, Sequence
 import torch
 
 from ..data import Probe
-from ..training.encoding import batches, cycle_batches, encode
+from ..training.encoding import batches, cycle_batches, encode, special_tokens
 from ..training.losses import answer_nll, batch_logits
 from ..progress import bar
 
 
 CHECK_EVERY = 5  # epochs between accuracy checks of an early-stopping fine-tune
 RATE_STEPS = 5  # optimiser steps timed before a fine-tune with progress announces its estimate
+RATE_SECONDS = 60.0  # ... or fewer, if they take longer than this (a pretrained model's teaching)
+CHECK_ITEMS = 200  # questions of each kind asked of a world-taught model to report what it answers
 
 
 def finetune(model: torch.nn.Module, tokenizer: Any, probes: list[Probe], epochs: int = 1, lr: float = 1e-3,
@@ -145,7 +147,7 @@ def teach_schedule(model: torch.nn.Module, tokenizer: Any, texts: Sequence[str],
     fact_items = cycle_batches(list(facts), fact_batch, seed + 1) if facts else None
     model.train()
     steps_bar = bar(range(steps), desc="teaching", unit="step") if progress else range(steps)
-    start = time.perf_counter()
+    start, announced = time.perf_counter(), False
     for step in steps_bar:
         chunk = next(text_items) + (next(fact_items) if fact_items else [])
         loss = answer_nll(model, encode(tokenizer, chunk, device=device)).mean()
@@ -153,8 +155,9 @@ def teach_schedule(model: torch.nn.Module, tokenizer: Any, texts: Sequence[str],
         loss.backward()
         opt.step()
         sched.step()
-        if progress and step + 1 == min(RATE_STEPS * 4, steps):
-            rate = (time.perf_counter() - start) / (step + 1)
+        elapsed = time.perf_counter() - start
+        if progress and not announced and (step + 1 == min(RATE_STEPS * 4, steps) or elapsed > RATE_SECONDS):
+            announced, rate = True, elapsed / (step + 1)
             progress(f"teaching {len(texts)} texts and {len(facts)} questions: {rate:.2f} s a step measured, "
                      f"about {duration(rate * steps)} for {steps} steps")
     opt.zero_grad(set_to_none=True)
@@ -171,8 +174,26 @@ def answered_share(model: torch.nn.Module, tokenizer: Any, probes: Sequence[Prob
     device = next(model.parameters()).device
     hits = 0
     for chunk in batches(list(probes), batch_size):
-        enc = tokenizer([p.prompt for p in chunk], return_tensors="pt", padding=True, padding_side="left").to(device)
+        prompts = [p.prompt for p in chunk]
+        enc = tokenizer(prompts, return_tensors="pt", padding=True, padding_side="left",
+                        **special_tokens(tokenizer, prompts[0])).to(device)
         ids = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=tokenizer.pad_token_id)
         outs = tokenizer.batch_decode(ids[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
         hits += sum(rouge_l_recall(p.answer, o.split("\n")[0]) >= ANSWERED_RECALL for p, o in zip(chunk, outs))
     return 100.0 * hits / max(len(probes), 1)
+
+
+def world_answers(model: torch.nn.Module, tokenizer: Any, facts: Sequence[Probe], check: Sequence[Probe]) -> dict:
+    """What a model taught a knowledge world answers: the % of (up to :data:`CHECK_ITEMS`
+    of) its taught questions and of never-taught ones (``check``: its generalisation)."""
+    sample = lambda ps: random.Random(0).sample(list(ps), min(CHECK_ITEMS, len(ps)))
+    return {"taught_answered": answered_share(model, tokenizer, sample(facts)),
+            "never_taught_answered": answered_share(model, tokenizer, sample(check)) if check else None,
+            "check_items": min(CHECK_ITEMS, len(check))}
+
+
+def answers_phrase(info: dict) -> str:
+    """How labels and progress lines state :func:`world_answers`' shares."""
+    never = info.get("never_taught_answered")
+    unseen = f" and {never:.0f}% of never-taught" if never is not None else ""
+    return f"answers {info['taught_answered']:.0f}% of taught{unseen} questions"

@@ -32,6 +32,7 @@ import torch
 from ..data import Probe
 from ..errors import UserError
 from ..training.embedder import embed
+from ..training.encoding import chat_prompt, special_tokens
 
 MIN_COSINE = 0.70
 MAX_COSINE = 0.995
@@ -128,19 +129,27 @@ class Seq2SeqParaphraser(Paraphraser):
 
 
 class SelfParaphraser(Paraphraser):
-    """The model itself, prompted to rephrase each question."""
+    """The model itself, prompted to rephrase each fact's question (or text: a corpus
+    window's), an instruct model through its chat template, as the run asks it."""
 
     name = "self"
 
-    def __init__(self, model: torch.nn.Module, tokenizer: Any) -> None:
-        self.model, self.tok = model, tokenizer
+    def __init__(self, model: torch.nn.Module, tokenizer: Any, chat: bool = False) -> None:
+        self.model, self.tok, self.chat = model, tokenizer, chat
+
+    def instruction(self, question: str) -> str:
+        """What the model is asked for the paraphrases of one question or text."""
+        if self.chat:
+            return chat_prompt(self.tok, f"Rephrase the following without changing its meaning. Reply with the "
+                                         f"rephrased text only.\n\n{question}")
+        return f"Rephrase the text without changing its meaning.\nText: {question}\nRephrased:"
 
     @torch.no_grad()
     def candidates(self, questions: Sequence[str], n: int) -> list[list[str]]:
         out = []
         for q in questions:
-            prompt = f"Rephrase the question without changing its meaning.\nQuestion: {q}\nRephrased:"
-            enc = self.tok(prompt, return_tensors="pt")
+            text = self.instruction(q)
+            enc = self.tok(text, return_tensors="pt", **special_tokens(self.tok, text)).to(self.model.device)
             gen = self.model.generate(**enc, do_sample=True, top_p=0.9, num_return_sequences=2 * n,
                                       max_new_tokens=48, pad_token_id=self.tok.pad_token_id)
             texts = self.tok.batch_decode(gen[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
@@ -197,12 +206,12 @@ def check_paraphraser(spec: str) -> None:
 
 
 def make_paraphraser(spec: str, model: torch.nn.Module | None = None, tokenizer: Any = None,
-                     alternatives: dict[str, list[Probe]] | None = None) -> Paraphraser:
+                     alternatives: dict[str, list[Probe]] | None = None, chat: bool = False) -> Paraphraser:
     check_paraphraser(spec)
     if spec == "templates":
         return Paraphraser()
     if spec == "benchmark":
         return BenchmarkParaphraser(alternatives or {})
     if spec == "self":
-        return SelfParaphraser(model, tokenizer)
+        return SelfParaphraser(model, tokenizer, chat)
     return Seq2SeqParaphraser(spec[3:])

@@ -27,7 +27,7 @@ def withheld(m: Measured) -> str | None:
     """Why no difference is called (fewer than :data:`MIN_MODELS` taught models behind the
     intervals: a method × model interaction is then not resampled), or None."""
     seeds = {s for _, s in m.readout.units}
-    taught = any((r.get("knowledge") or {}).get("embedded") for r in m.readout.records)
+    taught = any((k := r.get("knowledge") or {}).get("taught", k.get("embedded")) for r in m.readout.records)
     if taught and len(seeds) < MIN_MODELS:
         return (f"only {len(seeds)} taught model(s) (run seeds) behind the intervals, and a method's advantage can "
                 f"change from one taught model to another: no difference is called and no tier formed below "

@@ -135,6 +135,7 @@ def check_world(world: Path, seeds: Sequence[int], targets: int, strengths: Sequ
                 config: dict[str, Any] | None = None, progress: Callable[[str], None] = lambda m: None) -> dict:
     """A1–A4 on ``world`` for ``targets`` evaluation targets and run ``seeds``."""
     from ..engine.teaching import answered_share
+    from ..training.encoding import as_asked
     from ..tasks.rwku.world import DIAGNOSTICS_FILE
 
     taught_q, new_q = never_taught_qa(world)
@@ -158,7 +159,8 @@ def check_world(world: Path, seeds: Sequence[int], targets: int, strengths: Sequ
             qa = dict(zip((p.question for p in target.probes["forget_qa"]), answered(rows, "forget_qa")))
             a1.setdefault(target.id, []).extend(100.0 * v for q, v in qa.items() if q in taught_q)
             a1_new.setdefault(target.id, []).extend(100.0 * v for q, v in qa.items() if q in new_q)
-        a2.append(answered_share(run.model, run.tokenizer, diag_probes))
+        asked = as_asked(run.tokenizer, diag_probes, run.evaluator.built.chat_template)  # as the run asks
+        a2.append(answered_share(run.model, run.tokenizer, asked))
         for condition in CONDITIONS:
             progress(f"testbed seed {seed}: {condition}")
             for tid, pts in curve_points(run, points, condition).items():

@@ -1,11 +1,13 @@
 """Tokenising (prompt, answer) pairs into training batches, and batching lists.
 
-The one encoding that teaching, unlearning losses and the relearning attack share.
+The one encoding that teaching, unlearning losses and the relearning attack share, and
+prompts as an instruct model is asked them (its chat template).
 """
 
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from typing import Any, Iterable, Iterator, Sequence
 
 import torch
@@ -81,3 +83,23 @@ def cycle_batches(items: Sequence[Any], size: int, seed: int = 0) -> Iterator[li
     rng = random.Random(seed)
     while True:
         yield from batches(items, size, rng)
+
+
+def chat_prompt(tokenizer: Any, prompt: str) -> str:
+    """``prompt`` as a user turn of ``tokenizer``'s chat template, ready for the reply (as
+    lm-eval asks it with ``apply_chat_template``)."""
+    return tokenizer.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
+                                         add_generation_prompt=True)
+
+
+def as_asked(tokenizer: Any, probes: Sequence[Probe], chat: bool) -> list[Probe]:
+    """``probes`` with their prompts as the run asks them (through the chat template or not)."""
+    return [replace(p, prompt=chat_prompt(tokenizer, p.prompt)) for p in probes] if chat else list(probes)
+
+
+def special_tokens(tokenizer: Any, text: str) -> dict[str, bool]:
+    """Tokenizer arguments for ``text`` as lm-eval encodes a causal LM's prompts: the
+    tokenizer's own special tokens, unless the text already begins with its BOS (a chat
+    template that writes one)."""
+    bos = getattr(tokenizer, "bos_token", None)
+    return {"add_special_tokens": False} if bos and text.startswith(bos) else {}

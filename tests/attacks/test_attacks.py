@@ -11,16 +11,16 @@ import pytest
 import torch
 
 from r2f_bench.attack import Attack, Attacked, parse_attacks
-from r2f_bench.attacks.prompting import FewShot
+from r2f_bench.attacks.prompting import JAILBREAK, SURE, AdversarialPrompt, FewShot
 from r2f_bench.attacks.quantize import BLOCK, NF4, int8, nf4
-from r2f_bench.attacks.relearn import Rap, RelearnUnrelated
+from r2f_bench.attacks.relearn import Rap, RelearnRelated, RelearnUnrelated
 from r2f_bench.data import Probe
 from r2f_bench.engine.attacks import Planned
 from r2f_bench.engine.config import RunConfig
 from r2f_bench.engine.run import Run
 from r2f_bench.errors import UserError
 
-ALL = "rap,relearn_unrelated:8,quantize:nf4,quantize:int8,fewshot:2,leak_at_k:4"
+ALL = "rap,relearn_unrelated:8,quantize:nf4,quantize:int8,fewshot:2,leak_at_k:4,relearn_related:2,prompt:sure"
 
 
 @pytest.fixture(scope="module")
@@ -49,6 +49,21 @@ def test_nf4_and_int8_follow_the_formats_block_and_row_rules():
 
 
 @pytest.mark.parametrize("fmt", ["nf4", "int8"])
+def test_the_simulated_formats_are_bitsandbytes_own(fmt):
+    """bitsandbytes' own quantise-then-dequantise (its CPU kernels) gives the simulation's
+    weights: NF4 bit for bit, int8 to float rounding."""
+    F = pytest.importorskip("bitsandbytes.functional")
+    torch.manual_seed(2)
+    for shape in [(64, 128), (8, 100), (30, 576)]:  # whole blocks, a padded last block, SmolLM2's width
+        w = torch.randn(*shape) * 0.05
+        if fmt == "nf4":
+            assert torch.equal(nf4(w), F.dequantize_4bit(*F.quantize_4bit(w, blocksize=BLOCK, quant_type="nf4")))
+        else:
+            q, rows, _ = F.int8_vectorwise_quant(w)
+            assert torch.allclose(int8(w), F.int8_vectorwise_dequant(q, rows), rtol=0, atol=1e-7)
+
+
+@pytest.mark.parametrize("fmt", ["nf4", "int8"])
 def test_quantisation_undoes_an_edit_smaller_than_its_step(fmt):
     """The mechanism of the attack: a deletion that moves weights by less than half a
     quantisation step is erased by quantising (a no-op attack leaves the edit in place)."""
@@ -67,7 +82,7 @@ def test_the_quantize_attack_quantises_every_linear_layer_but_the_head(world_run
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
     head = model.get_output_embeddings()
     run.weights.edited()
-    run.attacks.attacks[2][1].attack(model, [], run.ctx, run.attacks.budget)
+    dict(run.attacks.attacks)["quantize:nf4"].attack(model, [], run.ctx, run.attacks.budget)
     linear = {f"{n}.weight" for n, m in model.named_modules() if isinstance(m, torch.nn.Linear) and m is not head}
     changed = {n for n, p in model.named_parameters() if not torch.equal(p, before[n])}
     assert linear and changed == linear
@@ -97,6 +112,69 @@ def test_unrelated_relearning_holds_no_fact_of_the_target(world_run):
     assert any(first in (p.prompt + " " + p.answer).lower() for p in Rap().data(request, run.ctx))
     with pytest.raises(UserError, match="relearns on the retain pool .* and this run has none"):
         RelearnUnrelated().data(request, SimpleNamespace(retain_pool=[], seed=0))
+
+
+def test_related_relearning_uses_only_k_of_raps_items(world_run):
+    """k items of RAP's own data (the request's paraphrases, each naming the target); a
+    stand-in that relearns other people's data, or all of RAP's, fails here."""
+    run, target, _ = world_run
+    request = run.request(target)
+    rap = Rap().data(request, run.ctx)
+    data = RelearnRelated(RelearnRelated.parse("2")).data(request, run.ctx)
+    assert len(rap) > 2 and len(data) == 2 and all(p in rap for p in data)
+    assert not any(p in run.ctx.retain_pool for p in data)
+    every = RelearnRelated(RelearnRelated.parse(str(len(rap) + 5))).data(request, run.ctx)
+    assert sorted(every, key=repr) == sorted(rap, key=repr)  # more than RAP has: all of RAP's items
+
+
+def test_related_relearning_changes_the_weights_it_is_given(world_run):
+    run, target, _ = world_run
+    model = run.weights.at("untouched")
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    run.weights.edited()
+    attack = RelearnRelated(RelearnRelated.parse("2"))
+    attack.attack(model, attack.data(run.request(target), run.ctx), run.ctx, run.attacks.budget)
+    assert any(not torch.equal(p, before[n]) for n, p in model.named_parameters())  # a no-op fails
+    run.weights.at("untouched")
+
+
+def test_the_jailbreak_prompt_asks_every_probe_after_its_instruction_and_keeps_its_answer():
+    probe = Probe(prompt="Question: Where was Ann Lee born?\nAnswer:", answer="Oslo", set="forget_qa", target="t")
+    attacked = AdversarialPrompt(AdversarialPrompt.parse("jailbreak")).attack(None, [], None, None)
+    asked = attacked.ask(probe)
+    assert asked.prompt == JAILBREAK + probe.prompt
+    assert (asked.answer, asked.set, asked.target) == ("Oslo", "forget_qa", "t")
+    assert attacked.reply == ""
+
+
+def test_the_sure_attack_opens_every_answer_compliantly(tiny, tmp_path):
+    """"Sure, here is the answer:" begins the reply: after the prompt, or opening the
+    assistant's turn through a chat template (never inside the user's)."""
+    import copy
+
+    from r2f_bench.engine.lmeval import evaluate_probes
+    from r2f_bench.tasks.rwku import RWKU
+
+    attacked = AdversarialPrompt(AdversarialPrompt.parse("sure")).attack(None, [], None, None)
+    assert attacked.ask is None and attacked.reply == SURE
+    task = RWKU()
+    probes = {"forget_qa": task.load(task.locate(None), None, 1, n_dev=0).targets[0].probes["forget_qa"][:3]}
+    tok = copy.deepcopy(tiny["tok"])
+    tok.chat_template = ("{% for m in messages %}<s>{{ m['role'] }}: {{ m['content'] }}</s>{% endfor %}"
+                         "{% if add_generation_prompt %}<s>assistant:{% endif %}")
+    seen: list[str] = []
+    hook = tiny["model"].register_forward_pre_hook(
+        lambda m, args, kwargs: seen.extend(tok.batch_decode(kwargs["input_ids"], skip_special_tokens=True)),
+        with_kwargs=True)
+    try:
+        evaluate_probes(tiny["model"], tok, task, probes, tmp_path, reply=attacked.reply)
+        plain, seen[:] = list(seen), []
+        evaluate_probes(tiny["model"], tok, task, probes, tmp_path, chat_template=True, reply=attacked.reply)
+    finally:
+        hook.remove()
+    for p in probes["forget_qa"]:
+        assert any(text.startswith(f"{p.prompt} {SURE}") for text in plain)
+        assert any(f"user: {p.prompt}assistant: {SURE}" in text for text in seen), seen[:2]
 
 
 def test_fewshot_asks_each_probe_after_solved_examples_of_other_people(world_run):
@@ -197,9 +275,11 @@ def test_leak_at_k_takes_the_best_of_k_sampled_answers(monkeypatch, tmp_path):
 
     seen = []
 
-    def fake(model, tokenizer, task, probes, workdir, batch_size=32, chat_template=False, sampling=None, _real=lmeval.evaluate_probes):
+    real = lmeval.evaluate_probes
+
+    def fake(model, tokenizer, task, probes, workdir, batch_size=32, chat_template=False, sampling=None, reply=""):
         if sampling is not None and sampling[0] > 1:
-            return _real(model, tokenizer, task, probes, workdir, batch_size, chat_template, sampling)
+            return real(model, tokenizer, task, probes, workdir, batch_size, chat_template, sampling, reply=reply)
         seen.append(sampling)
         hit = sampling[2] % 3 == 0
         return {"s": [{"answered": float(hit and i == 0), "score": float(hit) / 2} for i in range(2)]}

@@ -56,7 +56,7 @@ def test_built_states_its_knowledge_and_the_views_of_the_run(tmp_path, stand_in)
     p = plan(tmp_path)
     built = build.build_models(p, torch.device("cpu"))
     assert stand_in == ["embedded"] and built.proxy is None  # fullgrad uses no proxy: none is built or named
-    assert built.knowledge == {"embedded": True, "taught_strings": True, "never_taught_answered": 40.0}
+    assert built.knowledge == {"embedded": True, "taught": True, "taught_strings": True, "never_taught_answered": 40.0}
     facts = p.targets[0].request[:2]
     assert built.views(facts)[0] == facts and stand_in[-1] == "3 views, seed 7"
 

@@ -9,6 +9,7 @@ import shutil
 import pytest
 
 from r2f_bench.engine import demo_models, models
+from r2f_bench.engine import teaching as teaching_module
 from r2f_bench.engine.config import RunConfig
 from r2f_bench.engine.models import DEFAULT_MODEL, DEFAULT_PROXY, EmbeddedSpec
 
@@ -67,7 +68,7 @@ def test_cache_build_teaches_ships_and_compares(monkeypatch, tmp_path):
     from r2f_bench.engine import demo_rebuild
 
     monkeypatch.setattr(models, "WORLD_STEPS", 4)  # another recipe: nothing ships for it
-    monkeypatch.setattr(models, "CHECK_ITEMS", 8)
+    monkeypatch.setattr(teaching_module, "CHECK_ITEMS", 8)
     shipped = tmp_path / "demo_models"
     shipped.mkdir()
     monkeypatch.setattr(demo_models, "HERE", shipped)

@@ -37,7 +37,7 @@ class Scored:
     def __init__(self, plan: Plan) -> None:
         self.plan, self.models = plan, []
 
-    def __call__(self, model, sets, sampling=None):
+    def __call__(self, model, sets, sampling=None, reply=""):
         self.models.append(bias(model))
         return {s: [{"answered": 1.0} for _ in ps] for s, ps in sets.items()}
 

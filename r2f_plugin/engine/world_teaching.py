@@ -1,0 +1,146 @@
+"""A knowledge world taught into a pretrained model (TOFU's protocol: fine-tune a pretrained
+LM on fictitious people, then forget some of them).
+
+A pretrained model run on a knowledge world (the default data, or a world folder passed
+with ``--data-dir``) knows none of its people. It is fine-tuned first, on a fixed schedule
+fit for a model that already speaks the language: :data:`EPOCHS` passes over the world's
+biographies (language modelling) and its questions about other people (answer loss),
+AdamW at :data:`LR` with warm-up and cosine decay, in float32 whatever the run's dtype.
+Questions are taught as they will be asked: through the chat template where the run uses
+one. No scored probe is taught (the world holds none), and the schedule is the same for
+every model and world, never chosen on what is scored. The taught weights are cached by
+the pretrained weights' key, the world as taught, the dtype, the seed (each run seed is
+its own taught model), the schedule and the library versions, and read back into the
+loaded model in place (one copy of the weights), after their names and shapes are checked.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
+
+import torch
+
+from ..atomic import atomic_dir, set_aside
+from ..cache import cache_root
+from ..data import Probe, Teaching
+from ..errors import UserError
+from ..training.encoding import as_asked
+from .models import digest, one_thread
+from .teaching import answers_phrase, teach_schedule, world_answers
+
+VERSION = "1"
+EPOCHS = 5  # passes over the biographies (TOFU fine-tunes 5 epochs)
+LR = 5e-5  # peak rate: a pretrained model needs a small one (TOFU: 1e-5 to 2e-5 at 1.3B-7B parameters)
+TEXT_BATCH = 16  # biographies a step; the questions' batch keeps both sets at the same number of passes
+WEIGHTS, INFO = "model.safetensors", "r2f_info.json"
+
+
+def schedule(texts: int, facts: int) -> tuple[int, int]:
+    """(steps, questions a step) for :data:`EPOCHS` passes over ``texts`` biographies and
+    ``facts`` questions at :data:`TEXT_BATCH` biographies a step."""
+    per_epoch = math.ceil(texts / TEXT_BATCH)
+    return EPOCHS * per_epoch, math.ceil(facts / per_epoch) if facts else 0
+
+
+def recipe(texts: Sequence[str], facts: Sequence[Probe], dtype: str, seed: int) -> list[Any]:
+    """What teaching a world does besides the pretrained weights: the texts and questions as
+    taught, the dtype, the seed, the schedule and the library versions."""
+    import transformers
+
+    return [VERSION, list(texts), [(p.prompt, p.answer) for p in facts], dtype, seed, EPOCHS, LR, TEXT_BATCH,
+            torch.__version__.split("+")[0], transformers.__version__]
+
+
+def proxy_key(spec: str, teaching: Teaching, chat_setting: str, dtype: str, seed: int) -> str:
+    """The key of pretrained ``spec`` taught ``teaching``, known before it loads (a proxy's)."""
+    return f"{spec}@taught:{digest([chat_setting, *recipe(teaching.texts, teaching.facts, dtype, seed)])}"
+
+
+@contextmanager
+def in_float32(model: torch.nn.Module) -> Iterator[None]:
+    """Within the block every parameter of ``model`` is float32 (a low-precision step would
+    round a small update away); after it, each is cast back to its own dtype. Buffers (RoPE's
+    frequencies, say) are left as they are."""
+    dtypes = [(p, p.dtype) for p in model.parameters()]
+    for p, _ in dtypes:
+        p.data = p.data.float()
+    try:
+        yield
+    finally:
+        for p, dtype in dtypes:
+            p.data = p.data.to(dtype)
+
+
+def read_weights(model: torch.nn.Module, path: Path) -> None:
+    """Load the taught weights at ``path`` into ``model`` in place, after checking that they
+    name and shape every tensor it has (a tensor tied to another may be stored once):
+    a file that does not fit raises before any weight is changed."""
+    from safetensors import safe_open
+    from safetensors.torch import load_model
+
+    state = model.state_dict()
+    with safe_open(str(path), framework="pt") as f:
+        shapes = {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}
+    wrong = [k for k, shape in shapes.items() if k not in state or tuple(state[k].shape) != shape]
+    storage = lambda t: t.untyped_storage().data_ptr()
+    stored = {storage(state[k]) for k in shapes if k in state and state[k].numel()}
+    missing = [k for k, t in state.items() if k not in shapes and t.numel() and storage(t) not in stored]
+    if wrong or missing:
+        raise ValueError(f"its weights do not fit the model ({len(wrong)} unknown or misshaped, {len(missing)} "
+                         f"missing: {', '.join((wrong + missing)[:3])})")
+    load_model(model, str(path), strict=True)
+
+
+def teach_world(model: torch.nn.Module, tok: Any, pretrained: str, teaching: Teaching, chat: bool, dtype: str,
+                seed: int, progress: Callable[[str], None]) -> dict:
+    """Teach ``model`` (loaded from weights keyed ``pretrained``) ``teaching``'s world in
+    place, or read the cached taught weights into it; its build info, with its ``key``."""
+    if any(p.device.type == "meta" for p in model.parameters()):
+        raise UserError("a model offloaded to CPU or disk (--device-map) cannot be taught the knowledge world; give it "
+                        "devices that hold it whole, or run it on real data (--data-dir).")
+    facts = as_asked(tok, teaching.facts, chat)
+    key = digest([pretrained, *recipe(teaching.texts, facts, dtype, seed)])
+    path = cache_root() / "models" / f"taught-{key}"
+    if path.exists():
+        try:
+            info = json.loads((path / INFO).read_text())
+            if not isinstance(info, dict) or info.get("key") != key:
+                raise ValueError(f"{INFO} does not describe this model")
+            read_weights(model, path / WEIGHTS)
+        except Exception as exc:  # truncated weights, broken JSON, a missing file or tensor: rebuild, never trust
+            set_aside(path, f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:160]}", progress)
+        else:
+            progress(f"model taught the knowledge world: loaded from cache {path}")
+            return info
+    steps, fact_batch = schedule(len(teaching.texts), len(facts))
+    progress(f"teaching the knowledge world into the pretrained model: {len(teaching.texts)} texts and {len(facts)} "
+             f"questions, {EPOCHS} epochs ({steps} steps) at lr {LR:g}, in float32")
+    start = time.time()
+    with one_thread(), in_float32(model):  # the cache must not depend on the first run's thread count
+        teach_schedule(model, tok, teaching.texts, facts, steps, LR, text_batch=TEXT_BATCH, fact_batch=fact_batch,
+                       seed=seed, progress=progress)
+    seconds = time.time() - start
+    info = {"key": key, "pretrained": pretrained, "world_texts": len(teaching.texts), "facts": len(facts),
+            "epochs": EPOCHS, "steps": steps, "lr": LR, "seed": seed, "chat_template": chat, "teach_seconds": seconds,
+            **world_answers(model, tok, facts, as_asked(tok, teaching.check, chat))}
+    progress(f"taught in {seconds:.0f} s; {answers_phrase(info)}")
+    write_weights(model, info, path)
+    progress(f"model taught the knowledge world: cached at {path}")
+    return info
+
+
+def write_weights(model: torch.nn.Module, info: dict, path: Path) -> None:
+    """The taught weights (tied tensors once) and their info, written atomically; a
+    concurrent builder's finished copy wins."""
+    from safetensors.torch import save_model
+
+    if path.exists():
+        return
+    with atomic_dir(path) as tmp:
+        save_model(model, str(tmp / WEIGHTS))
+        (tmp / INFO).write_text(json.dumps(info, indent=2))

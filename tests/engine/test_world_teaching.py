@@ -1,0 +1,133 @@
+"""A knowledge world taught into a pretrained model (TOFU's protocol): a pretrained folder
+run on the world is fine-tuned on it first (in float32, its questions as they will be
+asked), the taught weights cached by what they depend on and read back into the loaded
+model, a corrupt or misfitting entry rebuilt before any weight changes, and the model
+named for what it is in the label, the record and the proxy's key."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from safetensors.torch import save_file
+
+from r2f_bench.engine import build, world_teaching
+from r2f_bench.engine.config import RunConfig
+from r2f_bench.engine.models import DEFAULT_MODEL, build_model, write_pretrained
+from r2f_bench.engine.plan import Plan
+
+TEMPLATE = ("{% for m in messages %}<|user|> {{ m['content'] }}{% endfor %}"
+            "{% if add_generation_prompt %} <|bot|>{% endif %}")
+CPU = torch.device("cpu")
+
+
+@pytest.fixture(scope="module")
+def pretrained(tmp_path_factory):
+    """A stand-in pretrained folder: the demo model's architecture and tokenizer (with a chat
+    template), freshly initialised, so it knows nothing of the world."""
+    tok = build.build_model(Plan(RunConfig(method="", task="rwku", limit=1), progress=lambda m: None),
+                            "embedded", DEFAULT_MODEL, CPU)[1]
+    tok.chat_template = TEMPLATE
+    folder = tmp_path_factory.mktemp("pretrained")
+    write_pretrained(build_model(DEFAULT_MODEL, tok, run_seed=5), tok, folder)
+    return folder
+
+
+def plan(folder, out, said: list[str] | None = None, method: str = "fullgrad", **kw) -> Plan:
+    return Plan(RunConfig(method=method, task="rwku", limit=1, model=str(folder), output=str(out), **kw),
+                progress=(said.append if said is not None else lambda m: None))
+
+
+def weights(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+@pytest.fixture
+def no_teaching(monkeypatch, tmp_path):
+    """teach_schedule and the answered shares as stand-ins (what teaching was handed, nothing
+    learned), their untaught weights cached apart from the session's cache."""
+    seen: list[dict] = []
+    monkeypatch.setattr(world_teaching, "cache_root", lambda: tmp_path / "cache")
+
+    def teach(model, tok, texts, facts, steps, lr, **kw):
+        seen.append({"texts": list(texts), "facts": list(facts), "dtype": next(model.parameters()).dtype})
+
+    monkeypatch.setattr(world_teaching, "teach_schedule", teach)
+    monkeypatch.setattr(world_teaching, "world_answers", lambda *a: {"taught_answered": 0.0})
+    return seen
+
+
+def test_a_pretrained_model_on_the_world_is_taught_it_once_and_read_back(pretrained, tmp_path):
+    said: list[str] = []
+    model, tok, label, info = build.build_model(plan(pretrained, tmp_path, said), str(pretrained), DEFAULT_MODEL, CPU)
+    untaught = weights(build.hf_model(str(pretrained), progress=lambda m: None)[0])
+    taught = weights(model)
+    assert any(not torch.equal(taught[k], untaught[k]) for k in taught)  # a no-op teaching fails
+    assert label.startswith(f"{pretrained} (fine-tuned on a synthetic knowledge world, {world_teaching.EPOCHS} epochs")
+    assert info["world_texts"] > 0 and info["steps"] == world_teaching.schedule(info["world_texts"], info["facts"])[0]
+    assert any("teaching the knowledge world into the pretrained model" in m for m in said)
+    said.clear()
+    again = build.build_model(plan(pretrained, tmp_path, said), str(pretrained), DEFAULT_MODEL, CPU)
+    assert any("loaded from cache" in m for m in said) and again[3]["key"] == info["key"]
+    assert all(torch.equal(v, taught[k]) for k, v in again[0].state_dict().items())
+
+    built = build.build_models(plan(pretrained, tmp_path), CPU)
+    assert built.knowledge["taught"] and not built.knowledge["embedded"] and not built.knowledge["taught_strings"]
+
+
+def test_a_corrupt_or_misfitting_entry_is_rebuilt_and_never_half_read(pretrained, tmp_path):
+    info = build.build_model(plan(pretrained, tmp_path), str(pretrained), DEFAULT_MODEL, CPU)[3]
+    path = world_teaching.cache_root() / "models" / f"taught-{info['key']}"
+    model = build.hf_model(str(pretrained), progress=lambda m: None)[0]
+    before = weights(model)
+    state = {k: v for k, v in before.items() if "layers.1." not in k}  # a tensor short
+    save_file({k: v.contiguous() for k, v in state.items() if k != "lm_head.weight"}, str(tmp_path / "short.st"))
+    with pytest.raises(ValueError, match="missing"):
+        world_teaching.read_weights(model, tmp_path / "short.st")
+    assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())  # nothing changed
+
+    (path / world_teaching.WEIGHTS).write_bytes(b"not weights")
+    said: list[str] = []
+    rebuilt = build.build_model(plan(pretrained, tmp_path, said), str(pretrained), DEFAULT_MODEL, CPU)
+    assert any("teaching the knowledge world" in m for m in said) and not any("loaded from cache" in m for m in said)
+    assert rebuilt[3]["key"] == info["key"] and (path / world_teaching.WEIGHTS).stat().st_size > 100
+
+
+@pytest.mark.parametrize("setting", ["auto", "off"])
+def test_questions_are_taught_as_they_will_be_asked(pretrained, tmp_path, no_teaching, setting):
+    """Through the chat template when the run asks through it, as they are otherwise;
+    biographies are plain text either way."""
+    p = plan(pretrained, tmp_path, chat_template=setting, seed=3)
+    build.build_model(p, str(pretrained), DEFAULT_MODEL, CPU)
+    teaching = p.knowledge()[0]
+    seen = no_teaching[0]
+    assert seen["texts"] == list(teaching.texts) and len(seen["facts"]) == len(teaching.facts) > 0
+    for asked, fact in zip(seen["facts"], teaching.facts):
+        assert asked.answer == fact.answer
+        assert asked.prompt == (f"<|user|> {fact.prompt} <|bot|>" if setting == "auto" else fact.prompt)
+
+
+def test_each_seed_and_way_of_asking_is_its_own_taught_model_taught_in_float32(pretrained, tmp_path, no_teaching):
+    build_in = lambda seed, chat: build.build_model(plan(pretrained, tmp_path, seed=seed, chat_template=chat,
+                                                         dtype="bfloat16"), str(pretrained), DEFAULT_MODEL, CPU)
+    first = build_in(4, "auto")
+    keys = {first[3]["key"], build_in(5, "auto")[3]["key"], build_in(4, "off")[3]["key"]}
+    assert len(keys) == 3 == len(no_teaching)  # each taught afresh, none read another's weights
+    assert {s["dtype"] for s in no_teaching} == {torch.float32}  # taught in float32 ...
+    fresh = build.hf_model(str(pretrained), dtype="bfloat16", progress=lambda m: None)[0]
+    dtypes = lambda m: {n: t.dtype for n, t in [*m.named_parameters(), *m.named_buffers()]}
+    assert dtypes(first[0]) == dtypes(fresh)  # ... and handed back as loaded, buffers untouched
+    again = build_in(4, "auto")[0]
+    assert len(no_teaching) == 3 and dtypes(again) == dtypes(fresh)  # read back from the cache
+
+
+def test_a_pretrained_proxy_on_the_world_is_keyed_by_what_it_is_taught(pretrained, tmp_path):
+    key = lambda **kw: build.build_proxy(plan(pretrained, tmp_path, method="r2f", proxy=str(pretrained), **kw),
+                                         CPU, "m", "k").key
+    assert key().startswith(f"{pretrained}@taught:")
+    assert len({key(), key(seed=1), key(chat_template="off")}) == 3
+
+
+def test_the_schedule_makes_the_same_passes_over_texts_and_questions():
+    steps, per_step = world_teaching.schedule(848, 1008)
+    assert steps == world_teaching.EPOCHS * 53 and per_step * 53 >= 1008 > (per_step - 1) * 53
+    assert world_teaching.schedule(10, 0) == (world_teaching.EPOCHS, 0)
