@@ -127,12 +127,13 @@ def test_related_relearning_uses_only_k_of_raps_items(world_run):
     assert sorted(every, key=repr) == sorted(rap, key=repr)  # more than RAP has: all of RAP's items
 
 
-def test_related_relearning_changes_the_weights_it_is_given(world_run):
+@pytest.mark.parametrize("attack", [Rap(), RelearnRelated(RelearnRelated.parse("2")),
+                                    RelearnUnrelated(RelearnUnrelated.parse("8"))], ids=lambda a: a.name)
+def test_every_relearning_attack_changes_the_weights_it_is_given(world_run, attack):
     run, target, _ = world_run
     model = run.weights.at("untouched")
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
     run.weights.edited()
-    attack = RelearnRelated(RelearnRelated.parse("2"))
     attack.attack(model, attack.data(run.request(target), run.ctx), run.ctx, run.attacks.budget)
     assert any(not torch.equal(p, before[n]) for n, p in model.named_parameters())  # a no-op fails
     run.weights.at("untouched")
