@@ -34,7 +34,8 @@ def run(args: argparse.Namespace) -> dict[str, Any] | None:
     process ran its share under ``accelerate launch``, and the main one tabulates)."""
     launch = launcher(args, say(args))  # a missing submitit or a bad combination fails first
     settings = Settings(split_list(args.methods), args.task, parse_seeds(args.seeds), run_values(args), args.points,
-                        args.refine, args.baseline, args.keep_going, budget_deadline(args), args.after)
+                        args.refine, args.baseline, args.keep_going, budget_deadline(args), args.after,
+                        args.name_control)
     measured = run_frontier(settings, launch, say(args))
     if isinstance(measured, SweepReport):
         print(f"this process ran its share of the first round ({measured.assigned} of {measured.planned} jobs) "
@@ -58,8 +59,9 @@ def add_parser(subparsers: Any) -> None:
                                           "differences against a baseline and tiers, frontier.png and the tables in "
                                           "Markdown, LaTeX, CSV and HTML.")
     add_run_options(p, split=False)
-    p.add_argument("--methods", default="all", help="comma-separated methods, or `all` (default); name@param=value "
-                                                    "sets parameters of one entry, e.g. r2f@decoder=learned")
+    p.add_argument("--methods", default="all", help="comma-separated methods, `all` (default) among them; "
+                                                    "name@param=value sets parameters of one entry, e.g. "
+                                                    "all,r2f@steps=5,fullgrad@steps=5")
     p.add_argument("--task", default="rwku", help="benchmark (default rwku)")
     add_seeds_option(p)
     p.add_argument("--points", type=int, default=DEFAULT_POINTS,
@@ -69,6 +71,9 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--after", default=None, metavar="ATTACK",
                    help="read USR after this attack (one of --attacks, e.g. quantize:nf4): a method that hides what "
                         "it removes falls down the ranking (default: USR as the deletion left it)")
+    p.add_argument("--name-control", action="store_true",
+                   help="read utility as the lower of GUR and the name control (other people's facts asked with the "
+                        "target's name): a method that breaks every sentence naming the target pays for it in utility")
     p.add_argument("--baseline", default=None, help="the --methods entry others are paired against (default: the first)")
     p.add_argument("--out-dir", default=None, help="where to write frontier.png and the tables (default <output>/frontier)")
     p.add_argument("--keep-going", action="store_true",

@@ -41,6 +41,7 @@ class Settings:
     keep_going: bool
     deadline: float | None = None  # --budget's end (time.time()): jobs that would end after it are not run
     after: str | None = None  # --after: USR read after this attack (one of the run's --attacks)
+    name_control: bool = False  # --name-control: utility is the lower of GUR and the name control
 
     @property
     def output(self) -> str:
@@ -90,6 +91,7 @@ class Measured:
     failed: list[str]
     min_known: int = 0  # --min-known: a target known by fewer held-out probes stored nothing (among the lost)
     after: str | None = None  # --after: USR read after this attack
+    name_control: bool = False  # --name-control: utility is the lower of GUR and the name control
 
     @property
     def base(self) -> Frontier:
@@ -189,10 +191,11 @@ class Runs:
         return report
 
 
-def read(store: Store, keys: dict[str, list[str]], curves: list[Curve], after: str | None = None) -> Readout:
-    """Every curve's scores (``after``: USR after that attack). A diverged record scores
-    ``None`` (a failure); a unit that some record cannot score (no USR or GUR) is dropped
-    for every method."""
+def read(store: Store, keys: dict[str, list[str]], curves: list[Curve], after: str | None = None,
+         name_control: bool = False) -> Readout:
+    """Every curve's scores (``after``: USR after that attack; ``name_control``: utility the
+    lower of GUR and the name control). A diverged record scores ``None`` (a failure); a unit
+    that some record cannot score (no USR or utility) is dropped for every method."""
     scores: dict[str, dict[float | None, dict[Unit, Score | None]]] = {}
     records, seen, unscorable, rejected, shipped = [], set(), set(), {}, {}
     for c in curves:
@@ -212,16 +215,26 @@ def read(store: Store, keys: dict[str, list[str]], curves: list[Curve], after: s
                     rejected[str(r.get("key", "?"))[:12]] = f"holds no USR after {after} (run before --attacks held it)"
                     unscorable.add(unit)
                 elif (usr := r.get("usr") if after is None else r["attacks"][after].get("usr")) is None \
-                        or r.get("gur") is None:
+                        or (utility := utility_of(r, name_control)) is None:
                     unscorable.add(unit)
                 else:
                     records.append(r)
-                    row[unit] = (float(usr), float(r["gur"]))
+                    row[unit] = (float(usr), utility)
                     if point is None:
                         shipped.setdefault(c.entry, []).append(r)
     planned = {(t, s) for t, _ in seen for s in curves[0].seeds}
     return Readout(scores, sorted(seen - unscorable), sorted(planned - seen), sorted(unscorable), records,
                    [f"{key}: {why}" for key, why in rejected.items()], shipped)
+
+
+def utility_of(record: dict, name_control: bool) -> float | None:
+    """A record's utility: its GUR, or (``name_control``) the lower of GUR and the name
+    control, so that breaking sentences that merely name the target costs utility; None
+    when either is missing."""
+    gur, named = record.get("gur"), record.get("name_control")
+    if gur is None or (name_control and named is None):
+        return None
+    return min(float(gur), float(named)) if name_control else float(gur)
 
 
 def frontiers(curves: list[Curve], readout: Readout) -> list[Frontier]:
@@ -276,7 +289,11 @@ def run_frontier(settings: Settings, launch: Submitit | None, progress: Progress
     entries = settings.methods
     if settings.after is not None:
         settings = dataclasses.replace(settings, after=checked_after(settings))
-    curves = plan(settings, expand(entries, "method") if entries == ["all"] else entries)
+    if settings.name_control and registry().task(settings.task).name_control_set is None:
+        raise UserError(f"--name-control: the task {settings.task!r} asks no name-control probes; drop the option "
+                        f"or choose a task that defines name_control_set (e.g. rwku).")
+    curves = plan(settings, list(dict.fromkeys(e for x in entries
+                                               for e in (expand(["all"], "method") if x == "all" else [x]))))
     baseline = baseline_of(settings.baseline, curves)
     if settings.deadline is not None and (launch is not None or process_state().num_processes > 1):
         raise UserError("--budget cuts the plan in one process; drop it under accelerate launch or a launcher "
@@ -285,13 +302,13 @@ def run_frontier(settings: Settings, launch: Submitit | None, progress: Progress
     without_cut(curves, runs(first_round(curves)).cut)
     store = Store(settings.output)
     for _ in range(settings.refine):
-        jobs = refine(curves, frontiers(curves, read(store, runs.keys, curves, settings.after)))
+        jobs = refine(curves, frontiers(curves, read(store, runs.keys, curves, settings.after, settings.name_control)))
         if not jobs:
             break
         without_cut(curves, runs(jobs).cut)
     if runs.share is not None and not process_state().is_main_process:
         return runs.share
-    readout = read(store, runs.keys, curves, settings.after)
+    readout = read(store, runs.keys, curves, settings.after, settings.name_control)
     results = frontiers(curves, readout)
     for line in runs.failed:
         progress(f"warning: job failed, its targets count as failures: {line}")
@@ -300,4 +317,5 @@ def run_frontier(settings: Settings, launch: Submitit | None, progress: Progress
     if any(map(taught_strings, readout.records)):
         progress("warning: the embedded model was taught these probes verbatim, so it fails the testbed's "
                  "generalisation check (A1): USR here is taught-string recall; rank on the knowledge world or a real model")
-    return Measured(results, baseline, readout, runs.failed, settings.run.get("min_known") or 0, settings.after)
+    return Measured(results, baseline, readout, runs.failed, settings.run.get("min_known") or 0, settings.after,
+                    settings.name_control)

@@ -115,7 +115,11 @@ def summary_table(m: Measured, rounds: int) -> Table:
     if m.after:
         notes.insert(0, f"USR here is read after the attack {m.after} (the share of the known held-out probes still "
                         f"not answered once it has run): a method that hides rather than removes falls.")
-    title = "Forget–utility frontier: USR at matched GUR" + (f", after {m.after}" if m.after else "")
+    if m.name_control:
+        notes.insert(0, "GUR here is the lower of GUR and the name control (other people's facts asked with the "
+                        "target's name) at each point: breaking sentences that merely name the target costs utility.")
+    title = ("Forget–utility frontier: USR at matched GUR" + (" and name control" if m.name_control else "")
+             + (f", after {m.after}" if m.after else ""))
     return Table("frontier", title, " ".join(notes), columns, rows,
                  Provenance.of(m.readout.records))
 
@@ -235,7 +239,8 @@ def as_json(m: Measured) -> dict[str, Any]:
                      "holm_apart": apart[(f.method, k)], "interpolated": not comparable(f, base, k)}
                  for k, d in paired(f, base).items()}}
              for f in m.results if f is not base]
-    return {"baseline": m.baseline, "failure_rule": FAILURE_RULE, "failed_jobs": m.failed,
+    return {"baseline": m.baseline, "usr_after": m.after, "utility": "min(gur, name_control)" if m.name_control else "gur",
+            "failure_rule": FAILURE_RULE, "failed_jobs": m.failed,
             "units": {"n": len(units), "targets": sorted({t for t, _ in units}),
                       "seeds": sorted({s for _, s in units}), "lost": m.readout.lost,
                       "unscorable": m.readout.unscorable},

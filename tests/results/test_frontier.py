@@ -385,3 +385,46 @@ def test_the_frontier_reads_usr_after_an_attack(fake_run, tmp_path, monkeypatch,
     assert shipped["usr"]["n"] == 6 and shipped["usr"]["seeds"] == 3 and "Each method at its shipped defaults" in captured.err
     assert main(argv[:-2] + ["--after", "leak_at_k:8"]) == 2
     assert "--after 'leak_at_k:8' is not among --attacks (rap,quantize:nf4)" in capsys.readouterr().err
+
+
+def test_the_name_control_reading_charges_a_method_that_breaks_sentences_naming_the_target(
+        fake_run, tmp_path, monkeypatch, capsys):
+    """--name-control: utility is the lower of GUR and the name control. Two methods forget
+    alike along the same GUR, but fullgrad also breaks other people's facts asked with the
+    target's name: the plain reading ties them, the name-control reading puts fullgrad behind;
+    a task with no name-control set is one line before anything runs."""
+    plain = smooth()
+
+    def run_target(self, target):
+        record = plain(self, target)
+        knob = float(self.config.params.get("step", 0.02))
+        named = 100.0 if self.config.method == "r2f" else 100 / (1 + (knob / 0.005) ** 2)
+        return {**record, "name_control": named}
+
+    monkeypatch.setattr(fake_run.Run, "run_target", run_target)
+    argv = ["frontier", "--methods", "r2f,fullgrad", "--points", "3", "--refine", "2", "--seeds", "0,1,2",
+            "--limit", "2", "--output", str(tmp_path), "--json", "--quiet"]
+    areas = {}
+    for extra in ([], ["--name-control"]):
+        assert main(argv + extra) == 0
+        captured = capsys.readouterr()
+        summary = json.loads(captured.out)
+        areas[bool(extra)] = {m["method"]: m["auc"]["mean"] for m in summary["methods"]}
+    assert areas[False]["fullgrad"] == pytest.approx(areas[False]["r2f"], abs=1.0)
+    assert areas[True]["r2f"] == pytest.approx(areas[False]["r2f"], abs=1.0)
+    assert areas[True]["fullgrad"] < areas[True]["r2f"] - 10
+    assert summary["utility"] == "min(gur, name_control)" and "and name control" in captured.err
+    assert main(argv[:-2] + ["--task", "wmdp", "--name-control"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--name-control: the task 'wmdp' asks no name-control probes" in err[0]
+
+
+def test_all_may_be_listed_beside_variants_of_its_methods(fake_run, tmp_path, capsys):
+    """``--methods all,r2f@steps=5``: every registered method plus the variant, each once."""
+    from r2f_bench.plugins import registry
+
+    argv = ["frontier", "--methods", "all,r2f@steps=5,r2f", "--points", "2", "--refine", "0", "--seeds", "0",
+            "--limit", "1", "--output", str(tmp_path), "--json", "--quiet"]
+    assert main(argv) == 0
+    methods = [m["method"] for m in json.loads(capsys.readouterr().out)["methods"]]
+    assert methods == [info.name for info in registry().listing("method")] + ["r2f@steps=5"]
