@@ -3,6 +3,7 @@ world generated afresh from ``--world-seed`` (any seed must pass, not only the b
 
     python benchmarks/testbed.py                          # world seed 0, run seeds 0,1, 12 targets
     python benchmarks/testbed.py --world-seed 3 --seeds 0,1,2 --json
+    python benchmarks/testbed.py --model SmolLM2-135M-Instruct.Q4_1.gguf --strengths 3e-6:3e-4:6 --eval-batch-size 256
 
 ``--json`` prints one object: ``a1_never_taught_qa``, ``a2_never_taught_template``,
 ``a3_usr_at_gur95``, ``a4_margin_at_gur90`` (percentages: a number or
@@ -21,10 +22,21 @@ from pathlib import Path
 
 os.environ.setdefault("TQDM_DISABLE", "1")
 
+import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from r2f_bench.tasks.rwku.world import WorldConfig, write  # noqa: E402
 from r2f_bench.results.testbed import check_world, passes  # noqa: E402
+
+
+def strengths(spec: str | None) -> list[float] | None:
+    """``LO:HI:N`` (N log-spaced points) or ``X,Y,...``; ``None``: the method's declared range."""
+    if not spec:
+        return None
+    if ":" in spec:
+        lo, hi, n = spec.split(":")
+        return [float(x) for x in np.geomspace(float(lo), float(hi), int(n))]
+    return [float(x) for x in spec.split(",")]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -33,6 +45,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", default="0,1", help="run seeds (model replicates), comma-separated")
     parser.add_argument("--targets", type=int, default=12, help="evaluation targets (at least 12 for A3)")
     parser.add_argument("--model", default="embedded", help="the model taught the world")
+    parser.add_argument("--strengths", default=None, metavar="LO:HI:N | X,Y,...",
+                        help="gradient ascent's learning rates: N log-spaced from LO to HI, or a list (default: its "
+                             "declared range, set for the embedded models, in 8 points)")
+    parser.add_argument("--eval-batch-size", type=int, default=32, help="requests per lm-eval batch (GPU: 256)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--json", action="store_true", help="print one JSON object alone on stdout")
     args = parser.parse_args(argv)
@@ -41,15 +57,17 @@ def main(argv: list[str] | None = None) -> int:
     say = (lambda m: print(m, file=sys.stderr)) if not args.json else (lambda m: None)
     with tempfile.TemporaryDirectory(prefix="r2f-world-") as tmp:
         world = write(WorldConfig(seed=args.world_seed), Path(tmp) / f"world-{args.world_seed}")
-        result = check_world(world, seeds, args.targets, progress=say,
-                             config={"model": args.model, "output": str(Path(tmp) / "out"), "threads": args.threads})
+        result = check_world(world, seeds, args.targets, strengths(args.strengths), progress=say,
+                             config={"model": args.model, "output": str(Path(tmp) / "out"), "threads": args.threads,
+                                     "eval_batch_size": args.eval_batch_size,
+                                     "views": 1})  # gradient ascent reads no paraphrased views: none are made
     result = {"world_seed": args.world_seed, "seeds": seeds, **result, "passes": passes(result)}
     if args.json:
         print(json.dumps(result))
     else:
         for key in ("a1_never_taught_qa", "a1_never_taught_template_targets", "a2_never_taught_template",
                     "a3_usr_at_gur95", "a4_margin_at_gur90", "a4_name_margin_at_gur90", "a4_control_excess",
-                    "a4_control_excess_whole_curve", "teach_seconds", "passes"):
+                    "a4_control_excess_whole_curve", "gur_unreadable_seeds", "teach_seconds", "passes"):
             print(f"{key}: {json.dumps(result[key])}")
     return 0 if all(result["passes"].values()) else 1
 

@@ -117,6 +117,9 @@ CASES = [
     ("the cache's models folder is a file (it failed only after teaching)", lambda t, r: _cache_with_file(t, "models"),
      "the cache's models folder {t}/cache/models is a file; pass a directory."),
     ("empty --output", lambda t, r: ["--output", ""], "--output is empty; pass the results directory, e.g. --output r2f-output."),
+    ("teaching schedule for an embedded model", lambda t, r: ["--teach-epochs", "20"],
+     "--teach-epochs and --teach-lr set how a pretrained model (--model NAME, DIR or FILE.gguf) is taught a knowledge "
+     "world; the embedded models keep their own schedule: drop them."),
     ("model path missing", lambda t, r: ["--model", "./no-such-model"],
      "model path ./no-such-model does not exist; pass a local directory with safetensors weights, or a hub name such as mistralai/Mistral-7B-v0.1."),
     ("unknown method", lambda t, r: ["--method", "nope"], None),

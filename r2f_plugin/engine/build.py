@@ -18,10 +18,11 @@ from . import protocol
 from .budget import Watched
 from .models import (DEFAULT_PROXY, DEFAULT_MODEL, EmbeddedSpec, cut_to_first_layers, dispatch, dtype_of, embedded_model,
                      first_layers_of, hf_model, weights_key)
+from .config import RunConfig
 from .plan import Plan
 from .teaching import answers_phrase
 from .views import build_views, make_paraphraser
-from .world_teaching import proxy_key, teach_world
+from .world_teaching import Schedule, proxy_key, teach_world
 
 
 def taught_label(info: dict) -> str:
@@ -60,6 +61,11 @@ class Built:
     proxy: Proxy | None
 
 
+def teach_plan(config: RunConfig) -> Schedule:
+    """The schedule a pretrained model is taught a knowledge world on (--teach-epochs, --teach-lr)."""
+    return Schedule(config.teach_epochs, config.teach_lr)
+
+
 def build_model(plan: Plan, spec: str, default: EmbeddedSpec,
                 device: torch.device) -> tuple[torch.nn.Module, Any, str, dict]:
     """(model, tokenizer, label, build info) for an embedded spec, hub name or path; a
@@ -78,7 +84,7 @@ def build_model(plan: Plan, spec: str, default: EmbeddedSpec,
     if plan.bench.world is None:
         return model, tok, spec, {"key": key}
     info = teach_world(model, tok, key, plan.knowledge()[0], chat_template(config.chat_template, tok, spec),
-                       config.dtype, config.seed, plan.progress)
+                       config.dtype, config.seed, plan.progress, teach_plan(config))
     return model, tok, f"{spec} ({taught_label(info)})", info
 
 
@@ -100,7 +106,7 @@ def build_proxy(plan: Plan, device: torch.device, model_label: str, model_key: s
         return Proxy(f"{model_label}, first {n} layers", f"{spec}@{model_key}", cut)
     if es is None and plan.bench.world is not None:  # taught the world when built: keyed by what it is taught
         label, key = spec, proxy_key(spec, plan.knowledge()[0], plan.config.chat_template, plan.config.dtype,
-                                     plan.config.seed)
+                                     plan.config.seed, teach_plan(plan.config))
     elif es is None:
         label = key = spec
     else:

@@ -22,6 +22,9 @@ from ..unlearner import parse_assignments
 SPLITS = ("eval", "dev")
 DTYPES = ("float32", "bfloat16", "float16")
 CHAT_TEMPLATES = ("auto", "on", "off")  # --chat-template
+# a pretrained model taught a knowledge world (engine/world_teaching): TOFU fine-tunes 5 epochs; a small
+# peak rate for a model that already speaks the language (TOFU: 1e-5 to 2e-5 at 1.3B-7B parameters)
+TEACH_EPOCHS, TEACH_LR = 5, 5e-5
 DEVICE_MAPS = ("auto", "balanced", "balanced_low_0", "sequential")  # Accelerate's placement strategies
 FAMILIES = ("mistral", "llama", "gpt2")  # embedded model families (transformers model types)
 MAX_VIEWS = 64  # views per fact: the paper uses 5, the views ablation 1-8
@@ -133,6 +136,14 @@ class RunConfig:
     threads: int | None = field(default=None, metadata=option(  # None: see distributed.cpu_threads; in no key
         "CPU threads per process (default: OMP_NUM_THREADS, else the cores shared among the run's processes); pin it "
         "when you compare seconds", least=1))
+    teach_epochs: int = field(default=TEACH_EPOCHS, metadata=option(  # part of a taught model's key
+        "passes over the knowledge world when a pretrained model (--model NAME, DIR or FILE.gguf) is taught it "
+        "(default %(default)s, TOFU's); the embedded models keep their own schedule", least=1))
+    teach_lr: float = field(default=TEACH_LR, metadata=option(
+        "peak learning rate of that teaching (default %(default)s)", least=1e-8, most=1.0))
+    eval_batch_size: int = field(default=32, metadata=option(  # in no key, like threads
+        "generation requests per lm-eval batch (default %(default)s); on a GPU 256 or more is much faster "
+        "(left-padded batches can differ from one another only in the last bits of a tie)", least=1))
     dtype: str = field(default="float32", metadata=option(  # embedded models are taught in float32, then cast
         "weights of the model and proxy (default %(default)s)", choices=DTYPES))
     chat_template: str = field(default="auto", metadata=option(

@@ -64,7 +64,7 @@ class Evaluator:
         ``sampling`` and ``reply``: see :func:`~.lmeval.evaluate_probes`)."""
         with single_process_eval(), tempfile.TemporaryDirectory(prefix=".work-", dir=self.plan.out_dir) as workdir:
             return evaluate_probes(model, self.built.tokenizer, self.plan.task, sets, Path(workdir),
-                                   chat_template=self.built.chat_template, sampling=sampling, reply=reply)
+                                   self.plan.config.eval_batch_size, self.built.chat_template, sampling, reply)
 
     def model_key(self) -> list[Any]:
         """What the untouched model's answers depend on: the model (its weights' key), its

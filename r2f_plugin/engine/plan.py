@@ -21,7 +21,7 @@ from ..errors import UserError
 from ..plugins import registry
 from ..task import HELD_OUT, LOCALITY, NAME_CONTROL, SEEN
 from . import protocol
-from .config import SPLITS, RunConfig, check_bounds
+from .config import SPLITS, TEACH_EPOCHS, TEACH_LR, RunConfig, check_bounds
 from .models import EmbeddedSpec, check_model_path, first_layers_of
 from .views import check_paraphraser
 
@@ -77,6 +77,9 @@ class Plan:
                 check_model_path(spec)
             elif spec not in ("embedded", "embedded-proxy"):
                 EmbeddedSpec.parse(spec)  # a spec it cannot build is one line here, before the data loads
+        if config.model.startswith("embedded") and (config.teach_epochs, config.teach_lr) != (TEACH_EPOCHS, TEACH_LR):
+            raise UserError("--teach-epochs and --teach-lr set how a pretrained model (--model NAME, DIR or FILE.gguf) "
+                            "is taught a knowledge world; the embedded models keep their own schedule: drop them.")
         if not str(config.output).strip():  # Path("") is the working directory
             raise UserError("--output is empty; pass the results directory, e.g. --output r2f-output.")
         self.out_dir = Path(config.output)

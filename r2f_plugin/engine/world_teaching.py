@@ -2,16 +2,19 @@
 LM on fictitious people, then forget some of them).
 
 A pretrained model run on a knowledge world (the default data, or a world folder passed
-with ``--data-dir``) knows none of its people. It is fine-tuned first, on a fixed schedule
-fit for a model that already speaks the language: :data:`EPOCHS` passes over the world's
-biographies (language modelling) and its questions about other people (answer loss),
-AdamW at :data:`LR` with warm-up and cosine decay, in float32 whatever the run's dtype.
-Questions are taught as they will be asked: through the chat template where the run uses
-one. No scored probe is taught (the world holds none), and the schedule is the same for
-every model and world, never chosen on what is scored. The taught weights are cached by
-the pretrained weights' key, the world as taught, the dtype, the seed (each run seed is
-its own taught model), the schedule and the library versions, and read back into the
-loaded model in place (one copy of the weights), after their names and shapes are checked.
+with ``--data-dir``) knows none of its people. It is fine-tuned first, on a schedule fit for
+a model that already speaks the language: by default :data:`EPOCHS` passes over the world's
+biographies (language modelling) and its questions about other people (answer loss), AdamW
+at peak :data:`LR` with warm-up and cosine decay, in float32 whatever the run's dtype
+(``--teach-epochs`` and ``--teach-lr`` change both, for every target alike). Questions are
+taught as they will be asked: through the chat template where the run uses one. No scored
+probe is taught (the world holds none); the schedule is chosen before anything is scored,
+on what the model answers of the world's unscored check questions, and a taught model that
+answers fewer than :data:`GENERALISES` % of them gets one warning line (held-out USR would
+rest on few known probes). The taught weights are cached by the pretrained weights' key,
+the world as taught, the dtype, the seed (each run seed is its own taught model), the
+schedule and the library versions, and read back into the loaded model in place (one copy
+of the weights), after their names and shapes are checked.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import json
 import math
 import time
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
@@ -30,35 +34,43 @@ from ..cache import cache_root
 from ..data import Probe, Teaching
 from ..errors import UserError
 from ..training.encoding import as_asked
+from .config import TEACH_EPOCHS, TEACH_LR
 from .models import digest, one_thread
 from .teaching import answers_phrase, teach_schedule, world_answers
 
 VERSION = "1"
-EPOCHS = 5  # passes over the biographies (TOFU fine-tunes 5 epochs)
-LR = 5e-5  # peak rate: a pretrained model needs a small one (TOFU: 1e-5 to 2e-5 at 1.3B-7B parameters)
+EPOCHS, LR = TEACH_EPOCHS, TEACH_LR  # the default schedule (--teach-epochs, --teach-lr)
+GENERALISES = 50.0  # % of never-taught check questions a taught model should answer (A1's bar)
 TEXT_BATCH = 16  # biographies a step; the questions' batch keeps both sets at the same number of passes
 WEIGHTS, INFO = "model.safetensors", "r2f_info.json"
 
 
-def schedule(texts: int, facts: int) -> tuple[int, int]:
-    """(steps, questions a step) for :data:`EPOCHS` passes over ``texts`` biographies and
+@dataclass(frozen=True)
+class Schedule:
+    """How long and how hard a pretrained model is taught the world."""
+    epochs: int = EPOCHS
+    lr: float = LR
+
+
+def schedule(texts: int, facts: int, epochs: int = EPOCHS) -> tuple[int, int]:
+    """(steps, questions a step) for ``epochs`` passes over ``texts`` biographies and
     ``facts`` questions at :data:`TEXT_BATCH` biographies a step."""
     per_epoch = math.ceil(texts / TEXT_BATCH)
-    return EPOCHS * per_epoch, math.ceil(facts / per_epoch) if facts else 0
+    return epochs * per_epoch, math.ceil(facts / per_epoch) if facts else 0
 
 
-def recipe(texts: Sequence[str], facts: Sequence[Probe], dtype: str, seed: int) -> list[Any]:
+def recipe(texts: Sequence[str], facts: Sequence[Probe], dtype: str, seed: int, plan: Schedule) -> list[Any]:
     """What teaching a world does besides the pretrained weights: the texts and questions as
     taught, the dtype, the seed, the schedule and the library versions."""
     import transformers
 
-    return [VERSION, list(texts), [(p.prompt, p.answer) for p in facts], dtype, seed, EPOCHS, LR, TEXT_BATCH,
-            torch.__version__.split("+")[0], transformers.__version__]
+    return [VERSION, list(texts), [(p.prompt, p.answer) for p in facts], dtype, seed, plan.epochs, plan.lr,
+            TEXT_BATCH, torch.__version__.split("+")[0], transformers.__version__]
 
 
-def proxy_key(spec: str, teaching: Teaching, chat_setting: str, dtype: str, seed: int) -> str:
+def proxy_key(spec: str, teaching: Teaching, chat_setting: str, dtype: str, seed: int, plan: Schedule) -> str:
     """The key of pretrained ``spec`` taught ``teaching``, known before it loads (a proxy's)."""
-    return f"{spec}@taught:{digest([chat_setting, *recipe(teaching.texts, teaching.facts, dtype, seed)])}"
+    return f"{spec}@taught:{digest([chat_setting, *recipe(teaching.texts, teaching.facts, dtype, seed, plan)])}"
 
 
 @contextmanager
@@ -97,14 +109,14 @@ def read_weights(model: torch.nn.Module, path: Path) -> None:
 
 
 def teach_world(model: torch.nn.Module, tok: Any, pretrained: str, teaching: Teaching, chat: bool, dtype: str,
-                seed: int, progress: Callable[[str], None]) -> dict:
+                seed: int, progress: Callable[[str], None], plan: Schedule = Schedule()) -> dict:
     """Teach ``model`` (loaded from weights keyed ``pretrained``) ``teaching``'s world in
     place, or read the cached taught weights into it; its build info, with its ``key``."""
     if any(p.device.type == "meta" for p in model.parameters()):
         raise UserError("a model offloaded to CPU or disk (--device-map) cannot be taught the knowledge world; give it "
                         "devices that hold it whole, or run it on real data (--data-dir).")
     facts = as_asked(tok, teaching.facts, chat)
-    key = digest([pretrained, *recipe(teaching.texts, facts, dtype, seed)])
+    key = digest([pretrained, *recipe(teaching.texts, facts, dtype, seed, plan)])
     path = cache_root() / "models" / f"taught-{key}"
     if path.exists():
         try:
@@ -116,22 +128,34 @@ def teach_world(model: torch.nn.Module, tok: Any, pretrained: str, teaching: Tea
             set_aside(path, f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:160]}", progress)
         else:
             progress(f"model taught the knowledge world: loaded from cache {path}")
+            warn_if_shallow(info, progress)
             return info
-    steps, fact_batch = schedule(len(teaching.texts), len(facts))
+    steps, fact_batch = schedule(len(teaching.texts), len(facts), plan.epochs)
     progress(f"teaching the knowledge world into the pretrained model: {len(teaching.texts)} texts and {len(facts)} "
-             f"questions, {EPOCHS} epochs ({steps} steps) at lr {LR:g}, in float32")
+             f"questions, {plan.epochs} epochs ({steps} steps) at lr {plan.lr:g}, in float32")
     start = time.time()
     with one_thread(), in_float32(model):  # the cache must not depend on the first run's thread count
-        teach_schedule(model, tok, teaching.texts, facts, steps, LR, text_batch=TEXT_BATCH, fact_batch=fact_batch,
-                       seed=seed, progress=progress)
+        teach_schedule(model, tok, teaching.texts, facts, steps, plan.lr, text_batch=TEXT_BATCH,
+                       fact_batch=fact_batch, seed=seed, progress=progress)
     seconds = time.time() - start
     info = {"key": key, "pretrained": pretrained, "world_texts": len(teaching.texts), "facts": len(facts),
-            "epochs": EPOCHS, "steps": steps, "lr": LR, "seed": seed, "chat_template": chat, "teach_seconds": seconds,
+            "epochs": plan.epochs, "steps": steps, "lr": plan.lr, "seed": seed, "chat_template": chat, "teach_seconds": seconds,
             **world_answers(model, tok, facts, as_asked(tok, teaching.check, chat))}
     progress(f"taught in {seconds:.0f} s; {answers_phrase(info)}")
     write_weights(model, info, path)
     progress(f"model taught the knowledge world: cached at {path}")
+    warn_if_shallow(info, progress)
     return info
+
+
+def warn_if_shallow(info: dict, progress: Callable[[str], None]) -> None:
+    """One line when the taught model answers few never-taught questions: it holds the world's
+    strings, not its facts, and a held-out probe it cannot answer can never count as forgotten."""
+    never = info.get("never_taught_answered")
+    if never is not None and never < GENERALISES:
+        progress(f"warning: the model taught the world answers {never:.0f}% of never-taught questions (below "
+                 f"{GENERALISES:.0f}%): held-out USR will rest on few known probes (--min-known skips targets with "
+                 f"too few); a longer or stronger schedule (--teach-epochs, --teach-lr) may teach it the facts")
 
 
 def write_weights(model: torch.nn.Module, info: dict, path: Path) -> None:

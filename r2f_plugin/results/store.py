@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from ..atomic import atomic_write_text, check_writable
+from ..engine.config import TEACH_EPOCHS, TEACH_LR
 from ..errors import UserError
 from ..jsontext import canonical_json, json_safe
 
@@ -42,10 +43,11 @@ JOBS_DIR = "jobs"
 LOCKS_DIR = "locks"
 EXPORT_FILE = "results.jsonl"
 # say where or how fast things run, or which targets get a record, not what a record holds
-WHERE_FIELDS = ("output", "save_model", "threads", "device_map", "min_known")
+WHERE_FIELDS = ("output", "save_model", "threads", "device_map", "min_known", "eval_batch_size")
 # configuration fields added after stores existed: left out of a key at these values, so
 # an older store's results keep their keys and still resume
-LATER_DEFAULTS = {"dtype": "float32", "target_modules": None, "chat_template": "auto", "attacks": "rap"}
+LATER_DEFAULTS = {"dtype": "float32", "target_modules": None, "chat_template": "auto", "attacks": "rap",
+                  "teach_epochs": TEACH_EPOCHS, "teach_lr": TEACH_LR}
 # record fields renamed since stores existed: the old field's path -> its new name (beside it)
 RENAMED = {("mia",): "identity_alignment", ("n", "mia_prompts"): "identity_prompts", ("phases", "rap"): "attacks"}
 

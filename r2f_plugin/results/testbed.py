@@ -38,7 +38,7 @@ from ..data import ForgetRequest, Probe, Target
 from .frontier import best_usr
 from ..engine.metrics import usr
 from ..engine.config import RunConfig
-from ..engine.record import answered
+from ..engine.record import answered, score
 from ..engine.run import Run
 
 METHOD = "grad_ascent"
@@ -83,7 +83,7 @@ def random_step_like(original: torch.nn.Module, edited: torch.nn.Module, seed: i
             norm = delta.norm()
             if norm > 0:
                 noise = torch.randn(p.shape, generator=gen)
-                p.add_((noise * norm / noise.norm()).to(p.dtype))
+                p.add_((noise * (norm.item() / noise.norm().item())).to(p))  # on the weight's device
     return out
 
 
@@ -93,29 +93,27 @@ def other_request(run: Run, target: Target) -> ForgetRequest:
     return run.request(run.targets[(i + 1) % len(run.targets)])
 
 
-def curve_points(run: Run, strengths: Sequence[float], condition: str) -> dict[str, list[tuple[float, ...]]]:
-    """Per target: (GUR, USR, utility lost, name control lost) of the untouched model, then of
-    each strength, for one condition; a set's loss is the share of its known answers no longer
-    given (the name control: the neighbour probes asked with the target's name, which a knowledge world has)."""
+def target_curve(run: Run, target: Target, strengths: Sequence[float], condition: str) -> list[tuple[float, ...]]:
+    """(GUR, USR, utility lost, name control lost) of the untouched model, then of each
+    strength, on ``target`` for one condition; a set's loss is the share of its known answers
+    no longer given (the name control: the neighbour probes asked with the target's name,
+    which a knowledge world has)."""
     knob = run.method_cls.strength.param
-    out: dict[str, list[tuple[float, ...]]] = {}
-    for target in run.targets:
-        before = run.evaluator.untouched(target)["scores"]
-        points = [(100.0, 0.0, 0.0, 0.0)]
-        util, named = run.task.utility_set, run.task.name_control_set
-        for x in strengths:
-            method = run.method_cls(run.method_cls.parse_params({**run.config.params, knob: str(x)}))
-            request = other_request(run, target) if condition == "other_request" else run.request(target)
-            torch.manual_seed(run.config.seed)
-            edit = method.unlearn(copy.deepcopy(run.model), request, run.ctx)
-            model = random_step_like(run.model, edit.model, run.config.seed) if condition == "random_step" else edit.model
-            after = run.evaluator.scores(model, target)
-            forgot, gur = run.recorder.headline(target, before, after)
-            lost = usr(answered(before, util), answered(after, util))
-            name_lost = usr(answered(before, named), answered(after, named)) if named else None
-            points.append((gur if gur is not None else 0.0, forgot or 0.0, lost or 0.0, name_lost or 0.0))
-        out[target.id] = points
-    return out
+    before = run.evaluator.untouched(target)["scores"]
+    points = [(100.0, 0.0, 0.0, 0.0)]
+    util, named = run.task.utility_set, run.task.name_control_set
+    for x in strengths:
+        method = run.method_cls(run.method_cls.parse_params({**run.config.params, knob: str(x)}))
+        request = other_request(run, target) if condition == "other_request" else run.request(target)
+        torch.manual_seed(run.config.seed)
+        edit = method.unlearn(copy.deepcopy(run.model), request, run.ctx)
+        model = random_step_like(run.model, edit.model, run.config.seed) if condition == "random_step" else edit.model
+        after = run.evaluator.scores(model, target)
+        forgot, gur = run.recorder.headline(target, before, after)
+        lost = usr(answered(before, util), answered(after, util))
+        name_lost = usr(answered(before, named), answered(after, named)) if named else None
+        points.append((gur if gur is not None else 0.0, forgot or 0.0, lost or 0.0, name_lost or 0.0))
+    return points
 
 
 def mean_curve(by_unit: Sequence[list[tuple[float, ...]]]) -> list[tuple[float, ...]]:
@@ -147,6 +145,7 @@ def check_world(world: Path, seeds: Sequence[int], targets: int, strengths: Sequ
     a2: list[float] = []
     curves: dict[str, dict[str, list]] = {c: {} for c in CONDITIONS}
     teach_seconds: list[float] = []
+    unreadable: list[int] = []  # run seeds whose untouched utility is below GUR's floor
     for seed in seeds:
         run = Run(RunConfig(**{"method": METHOD, "task": "rwku", "data_dir": str(world), "limit": targets,
                                "dev_targets": 2, "seed": seed, **(config or {})}), progress=progress)
@@ -161,11 +160,19 @@ def check_world(world: Path, seeds: Sequence[int], targets: int, strengths: Sequ
             a1_new.setdefault(target.id, []).extend(100.0 * v for q, v in qa.items() if q in new_q)
         asked = as_asked(run.tokenizer, diag_probes, run.evaluator.built.chat_template)  # as the run asks
         a2.append(answered_share(run.model, run.tokenizer, asked))
-        for condition in CONDITIONS:
-            progress(f"testbed seed {seed}: {condition}")
-            for tid, pts in curve_points(run, points, condition).items():
-                curves[condition][f"{tid}@{seed}"] = pts
-    return summarise(a1, a1_new, a2, curves, teach_seconds, points)
+        progress(f"untouched, seed {seed}: never-taught QA {np.mean([v for vs in a1.values() for v in vs]):.1f}%, "
+                 f"never-taught template {np.mean([v for vs in a1_new.values() for v in vs]):.1f}%, A2 {a2[-1]:.1f}%")
+        utility = score(run.evaluator.untouched(run.targets[0])["scores"][run.task.utility_set])
+        if run.recorder.gur(utility, utility) is None:
+            unreadable.append(seed)
+            progress(f"seed {seed}: the untouched model answers {utility:.1f}% of the utility set, below GUR's floor: "
+                     f"GUR is n/a, so A3 and A4 cannot be read on this model and no curve is measured")
+            continue
+        for target in run.targets:  # each unit whole, each curve said as measured: a cut-off run keeps them
+            for condition in CONDITIONS:
+                curves[condition][f"{target.id}@{seed}"] = pts = target_curve(run, target, points, condition)
+                progress(f"curve {condition} {target.id}@{seed} {json.dumps(pts)}")
+    return {**summarise(a1, a1_new, a2, curves, teach_seconds, points), "gur_unreadable_seeds": unreadable}
 
 
 def gur_usr(points: Sequence[tuple[float, ...]]) -> list[tuple[float, float]]:
@@ -173,7 +180,19 @@ def gur_usr(points: Sequence[tuple[float, ...]]) -> list[tuple[float, float]]:
 
 
 def summarise(a1, a1_new, a2, curves, teach_seconds, strengths) -> dict:
-    """The acceptance figures from per-target answers and per-unit curves."""
+    """The acceptance figures from per-target answers and per-unit curves (A3's and A4's
+    ``None`` where no curve could be read)."""
+    first = {
+        "a1_never_taught_qa": interval(a1).to_json(),
+        "a1_never_taught_template_targets": interval(a1_new).to_json(),
+        "a2_never_taught_template": {"mean": round(float(np.mean(a2)), 2), "per_seed": [round(x, 2) for x in a2]},
+        "strengths": list(strengths),
+        "teach_seconds": [round(s, 1) for s in teach_seconds],
+    }
+    if not curves["request"]:
+        return {**first, **{k: None for k in ("a3_usr_at_gur95", "a4_margin_at_gur90", "a4_control_excess",
+                                              "a4_name_margin_at_gur90", "a4_control_excess_whole_curve",
+                                              "controls_usr_at_gur90", "curves")}}
     by_target = lambda d: {k.split("@")[0]: [] for k in d}
     mean_curves = {c: mean_curve(list(units.values())) for c, units in curves.items()}
 
@@ -194,9 +213,7 @@ def summarise(a1, a1_new, a2, curves, teach_seconds, strengths) -> dict:
         name_margin[unit.split("@")[0]].append(forgot - name_lost)
     excess = lambda c, floor: max(u - lost for gur, u, lost, *_ in mean_curves[c] if gur >= floor)
     return {
-        "a1_never_taught_qa": interval(a1).to_json(),
-        "a1_never_taught_template_targets": interval(a1_new).to_json(),
-        "a2_never_taught_template": {"mean": round(float(np.mean(a2)), 2), "per_seed": [round(x, 2) for x in a2]},
+        **first,
         "a3_usr_at_gur95": interval(at_floor("request", 95)).to_json(),
         "a4_margin_at_gur90": interval(margin_units).to_json(),
         "a4_control_excess": {c: round(excess(c, READ_FLOOR), 2) for c in CONDITIONS[1:]},
@@ -205,16 +222,16 @@ def summarise(a1, a1_new, a2, curves, teach_seconds, strengths) -> dict:
         "controls_usr_at_gur90": {c: interval(at_floor(c, 90)).to_json() for c in CONDITIONS[1:]},
         "curves": {c: [[round(x, 2) for x in pt] for pt in pts] for c, pts in mean_curves.items()},
         "curve_columns": ["gur", "usr", "utility_lost", "name_control_lost"],
-        "strengths": list(strengths),
-        "teach_seconds": [round(s, 1) for s in teach_seconds],
     }
 
 
 def passes(result: dict) -> dict[str, bool]:
-    """Each acceptance check's verdict."""
+    """Each acceptance check's verdict (A3 and A4 fail where GUR could not be read: nothing
+    was shown forgotten at any utility)."""
+    readable = result["a3_usr_at_gur95"] is not None
     return {"A1": result["a1_never_taught_qa"]["mean"] >= 50,
             "A2": result["a2_never_taught_template"]["mean"] >= 40,
-            "A3": result["a3_usr_at_gur95"]["mean"] >= 40,
-            "A4": all(v <= CONTROL_SLACK for v in result["a4_control_excess"].values())
+            "A3": readable and result["a3_usr_at_gur95"]["mean"] >= 40,
+            "A4": readable and all(v <= CONTROL_SLACK for v in result["a4_control_excess"].values())
             and result["a4_margin_at_gur90"]["mean"] >= MARGIN
             and result["a4_name_margin_at_gur90"]["mean"] >= NAME_MARGIN}

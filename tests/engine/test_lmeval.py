@@ -60,6 +60,23 @@ def test_yaml_fields_score_as_the_templates_did(tiny, tmp_path, task_name):
     assert shipped == templated
 
 
+def test_the_batch_size_changes_no_answer(tiny, tmp_path):
+    """--eval-batch-size trades speed only: one request a batch and 64 give every probe the
+    same answered verdict (left padding is masked)."""
+    from r2f_bench.engine.lmeval import evaluate_probes
+    from r2f_bench.plugins import registry
+    from r2f_bench.task import ANSWERED
+
+    task = registry().task("rwku")()
+    probes = {**tiny["bench"].targets[0].probes, task.utility_set: tiny["bench"].utility[:24]}
+    verdicts = lambda batch: {s: [row[ANSWERED] for row in rows] for s, rows in
+                              evaluate_probes(tiny["model"], tiny["tok"], task, probes, tmp_path, batch).items()
+                              if rows and ANSWERED in rows[0]}
+    one, many = verdicts(1), verdicts(64)
+    assert sum(len(v) for v in one.values()) >= 20 and any(any(v) for v in one.values())
+    assert one == many
+
+
 CHAT = ("{% for m in messages %}<s>USER {{ m['content'] }}</s>{% endfor %}"
         "{% if add_generation_prompt %}ASSISTANT{% endif %}")
 

@@ -49,7 +49,8 @@ def no_teaching(monkeypatch, tmp_path):
     monkeypatch.setattr(world_teaching, "cache_root", lambda: tmp_path / "cache")
 
     def teach(model, tok, texts, facts, steps, lr, **kw):
-        seen.append({"texts": list(texts), "facts": list(facts), "dtype": next(model.parameters()).dtype})
+        seen.append({"texts": list(texts), "facts": list(facts), "dtype": next(model.parameters()).dtype,
+                     "steps": steps, "lr": lr})
 
     monkeypatch.setattr(world_teaching, "teach_schedule", teach)
     monkeypatch.setattr(world_teaching, "world_answers", lambda *a: {"taught_answered": 0.0})
@@ -131,3 +132,32 @@ def test_the_schedule_makes_the_same_passes_over_texts_and_questions():
     steps, per_step = world_teaching.schedule(848, 1008)
     assert steps == world_teaching.EPOCHS * 53 and per_step * 53 >= 1008 > (per_step - 1) * 53
     assert world_teaching.schedule(10, 0) == (world_teaching.EPOCHS, 0)
+
+
+def test_the_schedule_options_reach_the_teaching_and_its_key(pretrained, tmp_path, no_teaching):
+    """--teach-epochs and --teach-lr are what teaching is handed, and a model taught on another
+    schedule is another model (its own cache entry, its own proxy key)."""
+    default = build.build_model(plan(pretrained, tmp_path), str(pretrained), DEFAULT_MODEL, CPU)[3]
+    longer = build.build_model(plan(pretrained, tmp_path, teach_epochs=3, teach_lr=2e-4), str(pretrained),
+                               DEFAULT_MODEL, CPU)[3]
+    assert [(s["steps"], s["lr"]) for s in no_teaching] == [
+        (world_teaching.schedule(default["world_texts"], default["facts"])[0], world_teaching.LR),
+        (world_teaching.schedule(longer["world_texts"], longer["facts"], 3)[0], 2e-4)]
+    assert longer["key"] != default["key"] and (longer["epochs"], longer["lr"]) == (3, 2e-4)
+    key = lambda **kw: build.build_proxy(plan(pretrained, tmp_path, method="r2f", proxy=str(pretrained), **kw),
+                                         CPU, "m", "k").key
+    assert key() != key(teach_epochs=3)
+
+
+@pytest.mark.parametrize("never, warned", [(4.0, True), (80.0, False)])
+def test_a_taught_model_that_does_not_generalise_says_so(pretrained, tmp_path, no_teaching, monkeypatch, never, warned):
+    """A model that answers few never-taught questions holds the world's strings, not its
+    facts: one warning line, on teaching and again when read from the cache."""
+    monkeypatch.setattr(world_teaching, "world_answers",
+                        lambda *a: {"taught_answered": 50.0, "never_taught_answered": never})
+    for _ in range(2):
+        said: list[str] = []
+        build.build_model(plan(pretrained, tmp_path, said), str(pretrained), DEFAULT_MODEL, CPU)
+        lines = [m for m in said if m.startswith("warning: the model taught the world answers")]
+        assert len(lines) == warned and (not warned or f"{never:.0f}% of never-taught" in lines[0])
+

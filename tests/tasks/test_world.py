@@ -160,3 +160,13 @@ def test_a_request_that_breaks_the_named_sentences_as_much_as_it_forgets_fails_a
     specific, by_name = result(20.0), result(75.0)
     assert specific["a4_name_margin_at_gur90"]["mean"] == 60.0 and passes(specific)["A4"]
     assert by_name["a4_name_margin_at_gur90"]["mean"] == 5.0 < NAME_MARGIN and not passes(by_name)["A4"]
+
+
+def test_a_model_whose_utility_gur_cannot_read_fails_a3_and_a4_without_numbers():
+    """Below GUR's floor no curve is read: A3 and A4 are absent (never a measured 0) and fail;
+    A1 and A2, read on the untouched model, stand."""
+    from r2f_bench.results.testbed import CONDITIONS, passes, summarise
+
+    result = summarise({"t": [60.0]}, {"t": [50.0]}, [45.0], {c: {} for c in CONDITIONS}, [1.0], [0.1])
+    assert result["a3_usr_at_gur95"] is None and result["a4_margin_at_gur90"] is None and result["curves"] is None
+    assert passes(result) == {"A1": True, "A2": True, "A3": False, "A4": False}
