@@ -75,7 +75,6 @@ class DeepCUT(Unlearner):
     name = "deepcut"
     description = "DeepCUT (He et al. 2025): retain cross-entropy plus a contrastive loss pushing the entity apart."
     Params = DeepCutParams
-    search_space = {"lr": (1e-4, 3e-4, 5e-4, 1e-3, 2e-3, 3e-3)}
     strength = Strength("lr", 1e-4, 1e-2)
 
     def unlearn(self, model, request, ctx):

@@ -33,11 +33,10 @@ import torch
 
 from .. import hookimpl
 from ..cost import phase
-from ..errors import UserError
 from ..training.gradients import check_finite, exact_gradients, linear_weights
 from ..training.lora import target_modules
 from ..training.losses import check_loss, unlearning_loss
-from ..training.one_step import OneStepUnlearner, StepParams, all_views, grad_norms, norm
+from ..training.one_step import OneStepUnlearner, StepParams, all_views, grad_norms, norm, relative_alpha
 from ..unlearner import Edit, Unlearner, tuned
 
 
@@ -74,14 +73,11 @@ class FullGradFused(Unlearner):
 
     def fused_step(self, model, request, ctx, weights) -> float:
         """One step, its gradient's norm from a first fused pass and its update from a second."""
-        w_norm = sum(norm(w) ** 2 for w in weights.values()) ** 0.5
         squares: list[float] = []
         fused_backward(model, ctx.tokenizer, request.facts, self.params.loss, weights,
                        lambda w: squares.append(norm(w.grad) ** 2))
         g_norm = math.fsum(squares) ** 0.5
-        if not math.isfinite(g_norm) or g_norm == 0.0:
-            raise UserError("the unlearning gradient is zero or not finite; check the untouched model and its dtype.")
-        scale = -self.params.step * w_norm / g_norm
+        scale = relative_alpha(weights, g_norm, self.params.step)
         fused_backward(model, ctx.tokenizer, request.facts, self.params.loss, weights,
                        lambda w: w.data.add_(w.grad.to(w.dtype), alpha=scale))
         return g_norm

@@ -45,7 +45,6 @@ class GradAscent(Unlearner):
     name = "grad_ascent"
     description = "Gradient ascent (Jang et al. 2022): a few AdamW steps up the forget answers' loss."
     Params = GradAscentParams
-    search_space = {"lr": (3e-4, 5e-4, 7e-4, 1e-3, 2e-3)}
     strength = Strength("lr", 1e-4, 1e-2)
 
     def unlearn(self, model, request, ctx):

@@ -28,6 +28,7 @@ Defaults:
 from __future__ import annotations
 
 import itertools
+from abc import abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -85,15 +86,27 @@ def ascent(model: torch.nn.Module, tokenizer: Any) -> ForgetLoss:
     return lambda probes: unlearning_loss(model, tokenizer, probes, "ascent")
 
 
-class GradDiff(Unlearner):
-    name = "graddiff"
-    description = "GradDiff (Liu et al. 2022; TOFU, MUSE): gradient ascent on the forget answers, descent on retain answers."
+class ForgetRetainUnlearner(Unlearner):
+    """The forget/retain loop with the forget term left to :meth:`forget_loss`: GradDiff, NPO, SimNPO."""
+
     Params = ForgetRetainParams
     strength = Strength("lr", 1e-4, 1e-2)
 
+    @abstractmethod
+    def forget_loss(self, model: torch.nn.Module, request: ForgetRequest, ctx: Context) -> ForgetLoss:
+        """The loss of a micro-batch of forget sequences (called once per deletion, before any step)."""
+
     def unlearn(self, model, request, ctx):
-        losses = train_forget_retain(model, request, ctx, self.params, ascent(model, ctx.tokenizer))
+        losses = train_forget_retain(model, request, ctx, self.params, self.forget_loss(model, request, ctx))
         return Edit(model.eval(), {"steps": self.params.steps, "loss_per_step": losses})
+
+
+class GradDiff(ForgetRetainUnlearner):
+    name = "graddiff"
+    description = "GradDiff (Liu et al. 2022; TOFU, MUSE): gradient ascent on the forget answers, descent on retain answers."
+
+    def forget_loss(self, model, request, ctx):
+        return ascent(model, ctx.tokenizer)
 
 
 @hookimpl

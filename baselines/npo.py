@@ -41,8 +41,8 @@ from ..data import Probe
 from ..training.encoding import encode, token_batches
 from ..training.losses import BATCH, answer_logprob
 from ..training.one_step import all_views
-from ..unlearner import Edit, Strength, Unlearner, at_least, positive, tuned
-from .graddiff import ForgetLoss, ForgetRetainParams, train_forget_retain
+from ..unlearner import at_least, positive, tuned
+from .graddiff import ForgetLoss, ForgetRetainParams, ForgetRetainUnlearner
 
 
 @dataclass
@@ -75,17 +75,14 @@ def npo_forget(model: torch.nn.Module, tokenizer: Any, refs: dict[Probe, float],
     return loss
 
 
-class NPO(Unlearner):
+class NPO(ForgetRetainUnlearner):
     name = "npo"
     description = "NPO (Zhang et al. 2024): DPO-style negative preference on the forget answers against the untouched model."
     Params = tuned(NpoParams, lr=1.64e-3)
-    strength = Strength("lr", 1e-4, 1e-2)
 
-    def unlearn(self, model, request, ctx):
-        p = self.params
-        refs = reference_logprobs(model, ctx.tokenizer, all_views(request))
-        losses = train_forget_retain(model, request, ctx, p, npo_forget(model, ctx.tokenizer, refs, p.beta))
-        return Edit(model.eval(), {"steps": p.steps, "loss_per_step": losses})
+    def forget_loss(self, model, request, ctx):
+        refs = reference_logprobs(model, ctx.tokenizer, all_views(request))  # the untouched model, before any step
+        return npo_forget(model, ctx.tokenizer, refs, self.params.beta)
 
 
 @hookimpl

@@ -74,7 +74,6 @@ class Scrub(Unlearner):
     name = "scrub"
     description = "SCRUB (Kurmanji et al. 2023): a student moves away from a frozen teacher on forget data, stays close on retain."
     Params = ScrubParams
-    search_space = {"lr": (2e-4, 3e-4, 4e-4, 5e-4, 7e-4, 1e-3)}
     strength = Strength("lr", 5e-5, 5e-3)
 
     def unlearn(self, model, request, ctx):

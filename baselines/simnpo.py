@@ -36,8 +36,8 @@ from .. import hookimpl
 from ..data import Probe
 from ..training.encoding import encode
 from ..training.losses import answer_logprob
-from ..unlearner import Edit, Strength, Unlearner, at_least, positive, tuned
-from .graddiff import ForgetLoss, ForgetRetainParams, train_forget_retain
+from ..unlearner import at_least, positive, tuned
+from .graddiff import ForgetLoss, ForgetRetainParams, ForgetRetainUnlearner
 
 
 @dataclass
@@ -60,16 +60,13 @@ def simnpo_forget(model: torch.nn.Module, tokenizer: Any, beta: float, gamma: fl
     return loss
 
 
-class SimNPO(Unlearner):
+class SimNPO(ForgetRetainUnlearner):
     name = "simnpo"
     description = "SimNPO (Fan et al. 2024): reference-free, length-normalised NPO with a margin, plus a retain NLL."
     Params = tuned(SimNpoParams, lr=1.93e-3)
-    strength = Strength("lr", 1e-4, 1e-2)
 
-    def unlearn(self, model, request, ctx):
-        p = self.params
-        losses = train_forget_retain(model, request, ctx, p, simnpo_forget(model, ctx.tokenizer, p.beta, p.gamma))
-        return Edit(model.eval(), {"steps": p.steps, "loss_per_step": losses})
+    def forget_loss(self, model, request, ctx):
+        return simnpo_forget(model, ctx.tokenizer, self.params.beta, self.params.gamma)
 
 
 @hookimpl

@@ -78,7 +78,6 @@ class SKU(Unlearner):
     name = "sku"
     description = "SKU (Liu et al. 2024): learn the forget knowledge into LoRA, then negate that task vector."
     Params = SkuParams
-    search_space = {"lr": (3e-3, 5e-3, 7e-3, 1e-2, 2e-2)}
     strength = Strength("lam", 0.1, 10.0)
 
     def unlearn(self, model, request, ctx):

@@ -96,11 +96,6 @@ class Benchmark:
         target is scored on them: :func:`r2f_bench.engine.protocol.hold_out`)."""
         return [p for t in self.dev_targets for p in t.request]
 
-    def teaching(self) -> Teaching:
-        """What an embedded model is taught: the data set's world where it defines one,
-        else every string of :meth:`teaching_set` (taught-string recall)."""
-        return self.world or Teaching(facts=tuple(self.teaching_set()), strings=True)
-
     def teaching_set(self) -> list[Probe]:
         """Every string of the benchmark, for data that defines no world: every request,
         every probe (all phrasings) but the :attr:`controls`, the utility set. A model

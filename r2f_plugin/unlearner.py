@@ -127,16 +127,14 @@ class Unlearner(ABC):
 
     Subclasses set ``name`` (the ``--method`` value), ``Params`` (a dataclass whose
     fields are the method's hyper-parameters, each with a default, a type annotation and
-    a ``metadata={"help": ...}``), optionally ``search_space`` (the grid ``r2f-bench
-    tune`` searches on the dev split), and implement :meth:`unlearn`.
+    a ``metadata={"help": ...}``), optionally ``strength`` (the knob ``r2f-bench tune``
+    and ``frontier`` sweep), and implement :meth:`unlearn`.
     """
 
     name: ClassVar[str] = ""
     description: ClassVar[str] = ""  # one line for `r2f-bench methods` (default: the module docstring's first paragraph)
     Params: ClassVar[type] = NoParams
     edits_weights: ClassVar[bool] = True
-    # values of Params fields that ``r2f-bench tune`` searches on the dev split
-    search_space: ClassVar[dict[str, tuple]] = {}
     # the knob that trades forgetting against utility (``r2f-bench frontier`` sweeps it)
     strength: ClassVar[Strength | None] = None
     # whether the method needs ``Context.proxy`` (the run then builds the --proxy model)

@@ -181,10 +181,10 @@ def test_bad_input_is_one_line_and_exit_2(case, tmp_path, rwku_copy, capsys, mon
 
 
 def test_corrupt_model_weights_under_model_are_one_line(tmp_path, capsys):
-    from r2f_bench.engine.models import EmbeddedSpec, build_model, build_tokenizer
+    from r2f_bench.engine.models import EmbeddedSpec, new_embedded_model, build_tokenizer
 
     tok = build_tokenizer(["a small text to train a tokenizer on"] * 4)
-    model = build_model(EmbeddedSpec.parse("embedded:mistral-h32-l1"), tok)
+    model = new_embedded_model(EmbeddedSpec.parse("embedded:mistral-h32-l1"), tok)
     model.save_pretrained(tmp_path / "m", safe_serialization=True)
     tok.save_pretrained(tmp_path / "m")
     weights = tmp_path / "m" / "model.safetensors"

@@ -23,7 +23,7 @@ TASKS = [i.name for i in registry().listing("task")]
 @pytest.fixture(scope="module")
 def settings(tmp_path_factory):
     """Per task: bundled sample, an untaught tiny model and proxy, a Context and a request."""
-    from r2f_bench.engine.models import EmbeddedSpec, build_model, build_tokenizer, teaching_texts
+    from r2f_bench.engine.models import EmbeddedSpec, new_embedded_model, build_tokenizer, teaching_texts
     from r2f_bench.unlearner import Context, Proxy
     from r2f_bench.engine.views import Paraphraser, build_views
 
@@ -32,8 +32,8 @@ def settings(tmp_path_factory):
         task = registry().task(name)()
         bench = task.load(None, None, 1, n_dev=2)
         tok = build_tokenizer(teaching_texts(bench.teaching_set(), bench.general_prompts))
-        model = build_model(EmbeddedSpec.parse("embedded:mistral-h32-l2"), tok).eval()
-        proxy = build_model(EmbeddedSpec.parse("embedded:mistral-h32-l1"), tok).eval()
+        model = new_embedded_model(EmbeddedSpec.parse("embedded:mistral-h32-l2"), tok).eval()
+        proxy = new_embedded_model(EmbeddedSpec.parse("embedded:mistral-h32-l1"), tok).eval()
         views = lambda facts: build_views(facts, 2, Paraphraser())
         ctx = Context(tokenizer=tok, dev_targets=bench.dev_targets, retain_pool=bench.retain_pool(), seed=0,
                       cache_dir=tmp_path_factory.mktemp(name), make_views=views,

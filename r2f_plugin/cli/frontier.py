@@ -16,17 +16,10 @@ from ..results.launch import add_launcher_options, launcher
 from ..results.store import Store
 from ..results.sweep import SweepReport, parse_seeds, split_list
 from .options import (add_budget_option, add_json_option, add_run_options, add_seeds_option, budget_deadline,
-                      json_stdout, print_json, run_values, say)
+                      json_command, run_values, say)
 
 DEFAULT_POINTS = 8
 DEFAULT_REFINE = 5
-
-
-def frontier_command(args: argparse.Namespace) -> None:
-    with json_stdout(args) as stdout:
-        summary = run(args)
-    if args.json and summary is not None:
-        print_json(summary, stdout)
 
 
 def run(args: argparse.Namespace) -> dict[str, Any] | None:
@@ -82,4 +75,4 @@ def add_parser(subparsers: Any) -> None:
                          "another")
     add_json_option(p, "every method's points, summaries, paired differences and tiers")
     add_launcher_options(p, no_wait=False)  # each round's jobs as one array; the rounds read the store in between
-    p.set_defaults(func=frontier_command, output="r2f-frontier")
+    p.set_defaults(func=json_command(run), output="r2f-frontier")

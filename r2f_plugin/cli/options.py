@@ -9,7 +9,7 @@ import json
 import sys
 import time
 from contextlib import contextmanager, redirect_stdout
-from typing import Any, Iterator, TextIO
+from typing import Any, Callable, Iterator, TextIO
 
 from ..engine.config import OPTIONS, Option, RunConfig, names
 from ..jsontext import json_safe
@@ -92,6 +92,17 @@ def json_stdout(args: argparse.Namespace) -> Iterator[TextIO]:
 def print_json(obj: Any, stream: TextIO) -> None:
     """``obj`` as strict JSON (non-finite numbers as ``null``) on ``stream``."""
     print(json.dumps(json_safe(obj), indent=2, allow_nan=False, default=str), file=stream, flush=True)
+
+
+def json_command(work: Callable[[argparse.Namespace], Any]) -> Callable[[argparse.Namespace], None]:
+    """A command's handler from ``work(args)``, which prints its text and returns its JSON
+    object (``None``: nothing to print): with ``--json`` the object alone goes to stdout."""
+    def handler(args: argparse.Namespace) -> None:
+        with json_stdout(args) as stdout:
+            obj = work(args)
+        if getattr(args, "json", False) and obj is not None:
+            print_json(obj, stdout)
+    return handler
 
 
 def say(args: argparse.Namespace, once: bool = False):

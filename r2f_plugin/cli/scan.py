@@ -8,7 +8,7 @@ from typing import Any
 
 from ..engine.metrics import ANSWERED_NOTE
 from ..engine.scan import Known, scan
-from .options import add_json_option, add_run_options, json_stdout, print_json, run_config, say
+from .options import add_json_option, add_run_options, json_command, run_config, say
 
 
 def selector(known: Known) -> str:
@@ -37,15 +37,14 @@ def render(found: list[Known], model: str, min_known: int, top: int) -> str:
     return "\n".join(out)
 
 
-def scan_command(args: argparse.Namespace) -> None:
+def scan_command(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Print what the untouched model knows of each target; the same as JSON rows."""
     config = run_config(args, "", args.task)
-    with json_stdout(args) as stdout:
-        plan, found = scan(config, say(args))
-        if not args.json:
-            print(render(found, config.model, config.min_known, args.top))
-    if args.json:
-        print_json([{"target": k.target, "name": k.name, "known": k.known, "probes": k.probes, "echo": k.echo,
-                     "total": k.total} for k in found], stdout)
+    plan, found = scan(config, say(args))
+    if not args.json:
+        print(render(found, config.model, config.min_known, args.top))
+    return [{"target": k.target, "name": k.name, "known": k.known, "probes": k.probes, "echo": k.echo,
+             "total": k.total} for k in found]
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -58,5 +57,5 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--task", default="rwku", help="benchmark whose targets are scanned (default rwku)")
     p.add_argument("--top", type=int, default=12, help="targets in the suggested --targets line (default 12)")
     add_json_option(p, "each target's counts")
-    p.set_defaults(func=scan_command)
+    p.set_defaults(func=json_command(scan_command))
     return p

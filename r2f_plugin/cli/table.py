@@ -13,14 +13,7 @@ from ..errors import UserError
 from ..results.render import FORMATS, render, to_json, write_files
 from ..results.store import Store
 from ..results.tables import PHASES_TABLE, build_tables
-from .options import add_json_option, json_stdout, print_json
-
-
-def table_command(args: argparse.Namespace) -> None:
-    with json_stdout(args) as stdout:
-        summary = tabulate(args)
-    if args.json:
-        print_json(summary, stdout)
+from .options import add_json_option, json_command
 
 
 def tabulate(args: argparse.Namespace) -> dict[str, Any]:
@@ -93,5 +86,5 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                         "scores, unlearn, evaluate, rap, extra, alignment), their sum, the share outside unlearn, and "
                         "the run's one-time load and setup; in the --json output under \"phases\"")
     add_json_option(p, "every table's cells (mean, interval, n), notes and provenance, and the record counts")
-    p.set_defaults(func=table_command)
+    p.set_defaults(func=json_command(tabulate))
     return p

@@ -9,14 +9,7 @@ from ..plugins import registry
 from ..results.store import Store
 from ..results.sweep import Job, execute, parse_seeds, split_list
 from ..results.tune import DEFAULT_MIN_GUR, choose, grid_points, parse_grid, refinement, render, summarize
-from .options import add_json_option, add_run_options, add_seeds_option, json_stdout, print_json, run_config, say
-
-
-def tune_command(args: argparse.Namespace) -> None:
-    with json_stdout(args) as stdout:
-        results = search(args)
-    if args.json:
-        print_json(results, stdout)
+from .options import add_json_option, add_run_options, add_seeds_option, json_command, run_config, say
 
 
 def search(args: argparse.Namespace) -> list[dict[str, Any]]:
@@ -29,7 +22,7 @@ def search(args: argparse.Namespace) -> list[dict[str, Any]]:
         elif cls.strength is not None:
             points = [{cls.strength.param: str(v)} for v in cls.strength.points(args.points)]
         else:
-            points = grid_points(dict(cls.search_space)) or [{}]
+            points = [{}]  # no knob and no --grid: the method's defaults alone
         for point in points:
             cls.parse_params({**base.params, **point})  # a bad name or value fails here
         plans.append((method, cls, base, points))
@@ -75,5 +68,5 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--min-gur", type=float, default=DEFAULT_MIN_GUR,
                    help=f"utility floor of the selection rule, in %% (default {DEFAULT_MIN_GUR:g})")
     add_json_option(p, "every search (its rows, the rule and the chosen setting)")
-    p.set_defaults(func=tune_command, output="r2f-tune")
+    p.set_defaults(func=json_command(search), output="r2f-tune")
     return p

@@ -66,7 +66,7 @@ def teach_plan(config: RunConfig) -> Schedule:
     return Schedule(config.teach_epochs, config.teach_lr)
 
 
-def build_model(plan: Plan, spec: str, default: EmbeddedSpec,
+def load_model(plan: Plan, spec: str, default: EmbeddedSpec,
                 device: torch.device) -> tuple[torch.nn.Module, Any, str, dict]:
     """(model, tokenizer, label, build info) for an embedded spec, hub name or path; a
     pretrained model run on a knowledge world is taught it first (:mod:`.world_teaching`)."""
@@ -100,7 +100,7 @@ def build_proxy(plan: Plan, device: torch.device, model_label: str, model_key: s
         config = plan.config
 
         def cut() -> tuple[torch.nn.Module, Any]:
-            model, tok = build_model(plan, config.model, DEFAULT_MODEL, device)[:2]
+            model, tok = load_model(plan, config.model, DEFAULT_MODEL, device)[:2]
             return cut_to_first_layers(model, n, config.model), tok
 
         return Proxy(f"{model_label}, first {n} layers", f"{spec}@{model_key}", cut)
@@ -113,14 +113,14 @@ def build_proxy(plan: Plan, device: torch.device, model_label: str, model_key: s
         label = es.label
         teaching, prompts = plan.knowledge()
         key = f"{es.label}@{weights_key(es, teaching.facts, prompts, seed=plan.config.seed, world=teaching.texts)}"
-    return Proxy(label, key, lambda: build_model(plan, spec, DEFAULT_PROXY, device)[:2])
+    return Proxy(label, key, lambda: load_model(plan, spec, DEFAULT_PROXY, device)[:2])
 
 
 def build_models(plan: Plan, device: torch.device) -> Built:
     """Build (or load) the model, the paraphraser its views come from and, for a
     method that uses one, the proxy; --target-modules this model lacks fail here."""
     config = plan.config
-    model, tok, label, info = build_model(plan, config.model, DEFAULT_MODEL, device)
+    model, tok, label, info = load_model(plan, config.model, DEFAULT_MODEL, device)
     if config.target_modules:
         linear_modules(model, config.target_modules)
     chat = chat_template(config.chat_template, tok, config.model)

@@ -135,7 +135,7 @@ def init_seed(spec: EmbeddedSpec, run_seed: int) -> int:
     return spec.family_offset + 7919 * run_seed
 
 
-def build_model(spec: EmbeddedSpec, tokenizer: Any, run_seed: int = 0) -> torch.nn.Module:
+def new_embedded_model(spec: EmbeddedSpec, tokenizer: Any, run_seed: int = 0) -> torch.nn.Module:
     """An untrained model of ``spec``'s architecture for ``tokenizer``, seeded by
     :func:`init_seed`."""
     from transformers import AutoModelForCausalLM
@@ -241,7 +241,7 @@ def _teach_strings(spec: EmbeddedSpec, tok: Any, facts: Sequence[Probe], progres
     of :data:`TEACHING_RATES` until one reaches ``target_accuracy``; the best try is kept."""
     best: tuple[float, torch.nn.Module, dict] | None = None
     for lr in TEACHING_RATES:
-        model = build_model(spec, tok, seed).to(device)
+        model = new_embedded_model(spec, tok, seed).to(device)
         n = sum(p.numel() for p in model.parameters())
         progress(f"embedded model {spec.label}: {n / 1e6:.2f}M parameters, teaching its strings at lr {lr:g}")
         epochs = finetune(model, tok, list(facts), epochs=max_epochs, lr=lr, batch_size=32,
@@ -266,7 +266,7 @@ def _teach_world(spec: EmbeddedSpec, tok: Any, world: Sequence[str], facts: Sequ
                  check: Sequence[Probe], progress: Callable[[str], None], device: torch.device | str,
                  seed: int) -> tuple[torch.nn.Module, dict]:
     """Teach a knowledge world on the fixed schedule and measure what the model answers."""
-    model = build_model(spec, tok, seed).to(device)
+    model = new_embedded_model(spec, tok, seed).to(device)
     n = sum(p.numel() for p in model.parameters())
     progress(f"embedded model {spec.label}: {n / 1e6:.2f}M parameters, teaching a knowledge world "
              f"({len(world)} texts, {len(facts)} questions, {WORLD_STEPS} steps)")

@@ -9,7 +9,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from ..cli.options import add_json_option, add_run_options, json_stdout, print_json, run_config, say
+from ..cli.options import add_json_option, add_run_options, json_command, run_config, say
 from ..errors import UserError
 from ..engine.run import Run
 from .decoder import GradientDecoder
@@ -38,7 +38,7 @@ def add_parser(sub: Any) -> None:
                     help=f"rows to report, comma-separated, from: {', '.join(ROWS)}")
     ev.add_argument("--facts", type=int, default=30, help="held-out facts (from the evaluation targets) to evaluate on")
     add_json_option(ev, "the rows")
-    ev.set_defaults(func=cmd_eval)
+    ev.set_defaults(func=json_command(evaluate))
 
 
 # row name -> (what it is, how it aggregates views)
@@ -69,13 +69,6 @@ def cmd_fit(args: argparse.Namespace) -> None:
         decoder.save(Path(args.out))
         print(f"decoder written to {args.out}")
     print(json.dumps({"kind": decoder.kind, "rank": decoder.rank, "roles": decoder.roles, "meta": decoder.meta}, indent=2))
-
-
-def cmd_eval(args: argparse.Namespace) -> None:
-    with json_stdout(args) as stdout:
-        rows = evaluate(args)
-    if args.json:
-        print_json(rows, stdout)
 
 
 def evaluate(args: argparse.Namespace) -> list[dict[str, Any]]:

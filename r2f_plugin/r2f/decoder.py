@@ -178,9 +178,8 @@ def fit(pairs: Sequence[dict[str, tuple[LoraGrad, torch.Tensor]]], kind: str, ra
             err = 1.0 - (et * et / ee) / n if ee > 0 else 1.0  # mean relative error at optimal alpha
             if best is None or err < best[0]:
                 best = (err, rho, alpha)
-        roles[role] = {"rho": best[1], "alpha": best[2], "fit_relative_error": best[0]}
-    return GradientDecoder(kind=kind, rank=rank, meta={**meta, "fit_examples": str(len(pairs))},
-                           roles={r: {"rho": v["rho"], "alpha": v["alpha"]} for r, v in roles.items()})
+        roles[role] = {"rho": best[1], "alpha": best[2]}
+    return GradientDecoder(kind=kind, rank=rank, meta={**meta, "fit_examples": str(len(pairs))}, roles=roles)
 
 
 def _nonzero(pairs: Sequence[dict[str, tuple[LoraGrad, torch.Tensor]]]) -> Iterator[tuple[str, LoraGrad, torch.Tensor, float]]:

@@ -4,8 +4,8 @@ Every method declares its strength knob (:attr:`r2f_bench.unlearner.Unlearner.st
 ``tune`` runs ``--points`` log-spaced strengths of it (default 8), then ``--refine``
 more (default 3) log-spaced between the two neighbouring strengths whose mean GUR
 crosses the floor, so the choice does not hang on where a coarse grid happens to
-cross it; ``--grid NAME=v1,v2`` searches given values instead, and a method without a
-knob its ``search_space``. Every point runs on the **dev targets**, which are disjoint
+cross it; ``--grid NAME=v1,v2`` searches given values instead (a method without a
+knob and no ``--grid`` runs its defaults alone). Every point runs on the **dev targets**, which are disjoint
 from the evaluation targets and unlearned from the same taught model, through the
 sweep machinery (results stored as they finish; a re-run resumes). It then applies
 one fixed rule:

@@ -11,6 +11,7 @@ the loss scale or the gradient estimator; the direction is the gradient's.
 
 from __future__ import annotations
 
+import math
 from abc import abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -42,6 +43,14 @@ def norm(t: torch.Tensor) -> float:
     return float(torch.linalg.vector_norm(t.detach()))
 
 
+def relative_alpha(weights: dict[str, torch.Tensor], g_norm: float, step: float) -> float:
+    """The factor on G of the relative step ``ΔW = −step · ‖W‖ · G / ‖G‖`` (‖·‖ over all ``weights``)."""
+    if not math.isfinite(g_norm) or g_norm == 0.0:
+        raise UserError("the unlearning gradient is zero or not finite; the model may not know the target "
+                        "(check the untouched model's accuracy and its dtype).")
+    return -step * sum(norm(w) ** 2 for w in weights.values()) ** 0.5 / g_norm
+
+
 @torch.no_grad()
 def apply_step(weights: dict[str, torch.Tensor], gradient: Callable[[str], torch.Tensor | LowRank],
                step: float) -> float:
@@ -60,11 +69,8 @@ def apply_step(weights: dict[str, torch.Tensor], gradient: Callable[[str], torch
             check_finite(g.tensors() if isinstance(g, LowRank) else [g])
             g_sq += g.sq_norm() if isinstance(g, LowRank) else norm(g) ** 2
             del g
-        w_norm = sum(norm(w) ** 2 for w in weights.values()) ** 0.5
         g_norm = g_sq ** 0.5
-        if g_norm == 0.0:
-            raise UserError("the unlearning gradient is zero; the model may not know the target (check the untouched model's accuracy).")
-        alpha = -step * w_norm / g_norm
+        alpha = relative_alpha(weights, g_norm, step)
         for name, w in weights.items():
             g = gradient(name)
             if isinstance(g, LowRank):
@@ -82,7 +88,6 @@ class OneStepUnlearner(Unlearner):
     """θ ← θ − step·‖W‖·G/‖G‖ for the model's linear layers, G from :meth:`gradient`."""
 
     Params = StepParams
-    search_space = {"step": (0.005, 0.01, 0.015, 0.02, 0.03, 0.05, 0.08)}
     strength = Strength("step", 0.002, 0.2)
 
     @abstractmethod

@@ -23,11 +23,11 @@ def plan(tmp_path, method: str = "fullgrad", **kw) -> Plan:
 
 @pytest.fixture
 def stand_in(monkeypatch):
-    """build_model without a model (what it was asked to build, and a tiny stand-in), and
+    """load_model without a model (what it was asked to build, and a tiny stand-in), and
     views without the paraphrases' sentence embedder (the facts as asked, repeated)."""
     asked: list[str] = []
 
-    def build_model(plan, spec, default, device):
+    def load_model(plan, spec, default, device):
         asked.append(spec)
         return torch.nn.Linear(2, 2), None, "stand-in", {"never_taught_answered": 40.0}
 
@@ -35,7 +35,7 @@ def stand_in(monkeypatch):
         asked.append(f"{n_views} views, seed {seed}")
         return [list(facts)] * n_views
 
-    monkeypatch.setattr(build, "build_model", build_model)
+    monkeypatch.setattr(build, "load_model", load_model)
     monkeypatch.setattr(build, "build_views", build_views)
     return asked
 
@@ -82,7 +82,7 @@ def test_a_first_layers_proxy_is_the_models_own_first_layers_keyed_by_its_weight
         next(built.model.parameters()).add_(1.0)
     proxy, tok = built.proxy.load()
     assert proxy.config.num_hidden_layers == 1 and tok is not None
-    untouched = build.build_model(p, "embedded", DEFAULT_MODEL, torch.device("cpu"))[0].state_dict()
+    untouched = build.load_model(p, "embedded", DEFAULT_MODEL, torch.device("cpu"))[0].state_dict()
     cut = proxy.state_dict()
     assert cut and all(torch.equal(t, untouched[k]) for k, t in cut.items())
     assert set(untouched) - set(cut) == {k for k in untouched if ".layers.1." in k}
@@ -101,9 +101,9 @@ def test_a_bad_first_layers_spec_is_one_line_before_the_data_loads(tmp_path, spe
 
 
 def test_a_cut_keeps_fewer_layers_than_the_model_has():
-    from r2f_bench.engine.models import build_model, build_tokenizer, cut_to_first_layers
+    from r2f_bench.engine.models import new_embedded_model, build_tokenizer, cut_to_first_layers
 
-    model = build_model(EmbeddedSpec.parse("embedded:llama-h32-l2"), build_tokenizer(["a b c"]))
+    model = new_embedded_model(EmbeddedSpec.parse("embedded:llama-h32-l2"), build_tokenizer(["a b c"]))
     with pytest.raises(UserError, match=r"has 2 decoder layers; keep between 1 and 1\.$"):
         cut_to_first_layers(model, 2, "m")
 

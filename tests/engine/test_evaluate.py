@@ -11,7 +11,6 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from r2f_bench.data import Probe
 from r2f_bench.engine import evaluate
 from r2f_bench.engine.config import RunConfig
 from r2f_bench.engine.evaluate import Evaluator, rows_shape, scores_shape

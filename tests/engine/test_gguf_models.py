@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from gguf_writer import write_gguf
-from r2f_bench.engine.models import EmbeddedSpec, build_model, build_tokenizer, hf_model
+from r2f_bench.engine.models import EmbeddedSpec, new_embedded_model, build_tokenizer, hf_model
 from r2f_bench.errors import UserError
 
 pytest.importorskip("gguf")
@@ -23,7 +23,7 @@ def own_cache(tmp_path, monkeypatch):
 @pytest.fixture(scope="module")
 def source():
     tok = build_tokenizer(TEXTS)
-    return build_model(EmbeddedSpec.parse("embedded:llama-h64-l2"), tok).eval(), tok
+    return new_embedded_model(EmbeddedSpec.parse("embedded:llama-h64-l2"), tok).eval(), tok
 
 
 def _logits(model, tok, text="Ada Lovelace was born in"):

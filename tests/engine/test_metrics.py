@@ -41,16 +41,16 @@ def test_identity_alignment_is_the_mean_cosine_over_every_prompt_position_and_st
     import torch.nn.functional as F
 
     from r2f_bench.engine import metrics
-    from r2f_bench.engine.models import EmbeddedSpec, build_model, build_tokenizer
+    from r2f_bench.engine.models import EmbeddedSpec, new_embedded_model, build_tokenizer
 
     prompts = [f"Person {i} was born in city {i % 7} and works at firm {i % 5}." for i in range(37)]
     tok = build_tokenizer(prompts)
-    model = build_model(EmbeddedSpec.parse("embedded:mistral-h32-l1"), tok).eval()
+    model = new_embedded_model(EmbeddedSpec.parse("embedded:mistral-h32-l1"), tok).eval()
     reference = list(metrics.distributions(model, tok, prompts, batch_size=8))
     assert [len(r) for r in reference] == metrics.positions(tok, prompts, batch_size=8)
     assert len(reference) == 5 and sum(len(r) for r in reference) == sum(len(tok(p)["input_ids"]) for p in prompts)
     assert abs(metrics.identity_alignment(reference, model, tok, prompts, batch_size=8) - 1.0) < 1e-6
-    edited = build_model(EmbeddedSpec.parse("embedded:mistral-h32-l1"), tok, run_seed=1).eval()
+    edited = new_embedded_model(EmbeddedSpec.parse("embedded:mistral-h32-l1"), tok, run_seed=1).eval()
     theirs = list(metrics.distributions(edited, tok, prompts, batch_size=8))
     expected = float(torch.cat([F.cosine_similarity(p, q, dim=-1) for p, q in zip(reference, theirs)]).mean())
     assert metrics.identity_alignment(reference, edited, tok, prompts, batch_size=8) == expected

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from r2f_bench.errors import UserError
-from r2f_bench.engine.models import DEFAULT_PROXY, DEFAULT_MODEL, EmbeddedSpec, build_model, build_tokenizer
+from r2f_bench.engine.models import DEFAULT_PROXY, DEFAULT_MODEL, EmbeddedSpec, new_embedded_model, build_tokenizer
 
 
 def test_parse_matches_the_defaults():
@@ -18,8 +18,8 @@ def test_parse_matches_the_defaults():
 def test_families_are_distinct_networks():
     """Same width and depth, other family: not the same weights (a transfer study needs that)."""
     tok = build_tokenizer(["Ada Lovelace was born in London.", "The capital of France is Paris."] * 4)
-    mistral = build_model(EmbeddedSpec.parse("embedded:mistral-h32-l1"), tok)
-    llama = build_model(EmbeddedSpec.parse("embedded:llama-h32-l1"), tok)
+    mistral = new_embedded_model(EmbeddedSpec.parse("embedded:mistral-h32-l1"), tok)
+    llama = new_embedded_model(EmbeddedSpec.parse("embedded:llama-h32-l1"), tok)
     shared = [n for n, _ in mistral.named_parameters() if n in dict(llama.named_parameters())]
     assert shared, "Mistral and Llama name their parameters alike"
     theirs = dict(llama.named_parameters())
@@ -122,7 +122,7 @@ def test_teaching_says_its_cost_first_and_its_bar_ends_at_the_early_stop(monkeyp
     monkeypatch.setattr(teaching, "bar", Bar)
     facts, extra = _facts()
     tok = build_tokenizer([f"{p.prompt} {p.answer}" for p in facts] + extra)
-    model = build_model(EmbeddedSpec.parse("embedded:mistral-h64-l2"), tok)
+    model = new_embedded_model(EmbeddedSpec.parse("embedded:mistral-h64-l2"), tok)
     said = []
     epochs = teaching.finetune(model, tok, list(facts), epochs=150, lr=3e-3, stop_accuracy=0.97, progress=said.append)
     assert len(said) == 1 and said[0].startswith("teaching 6 facts: ") and " s a step measured, 1 steps an epoch: " \
@@ -138,7 +138,7 @@ def test_world_teaching_says_its_cost_before_it_runs_on():
 
     facts, extra = _facts()
     tok = build_tokenizer([f"{p.prompt} {p.answer}" for p in facts] + extra)
-    model = build_model(EmbeddedSpec.parse("embedded:mistral-h32-l1"), tok)
+    model = new_embedded_model(EmbeddedSpec.parse("embedded:mistral-h32-l1"), tok)
     said = []
     teaching.teach_schedule(model, tok, extra, list(facts), steps=40, lr=1e-3, progress=said.append)
     assert len(said) == 1 and said[0].startswith(f"teaching {len(extra)} texts and {len(facts)} questions: ")

@@ -178,13 +178,13 @@ def test_a_seed_is_a_replicate():
     """Another seed builds another embedded model (initialisation, teaching order) and draws other views."""
     import torch
 
-    from r2f_bench.engine.models import EmbeddedSpec, build_model, build_tokenizer, embedded_key
+    from r2f_bench.engine.models import EmbeddedSpec, new_embedded_model, build_tokenizer, embedded_key
 
     spec = EmbeddedSpec.parse("embedded:mistral-h32-l1")
     facts = RWKU().load(SAMPLE_DIR, None, 1, 0).teaching_set()[:4]
     assert embedded_key(spec, facts, [], seed=0) != embedded_key(spec, facts, [], seed=1)
     tok = build_tokenizer([f"{p.prompt} {p.answer}" for p in facts])
-    a, b = build_model(spec, tok, 0), build_model(spec, tok, 1)
+    a, b = new_embedded_model(spec, tok, 0), new_embedded_model(spec, tok, 1)
     assert not torch.equal(a.model.layers[0].self_attn.q_proj.weight, b.model.layers[0].self_attn.q_proj.weight)
     fact = Probe(prompt="Question: What is the capital of Verdania?\nAnswer:", answer="Port Selwyn", set="forget_qa",
                  target="t", question="What is the capital of Verdania?")

@@ -7,14 +7,14 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from r2f_bench.engine.models import EmbeddedSpec, build_model, build_tokenizer
+from r2f_bench.engine.models import EmbeddedSpec, new_embedded_model, build_tokenizer
 from r2f_bench.engine.snapshot import Snapshot
 
 
 def tiny_model(family: str, dtype: torch.dtype) -> torch.nn.Module:
     tok = build_tokenizer(["alpha beta gamma delta"])
     torch.manual_seed(0)
-    return build_model(EmbeddedSpec.parse(f"embedded:{family}-h32-l2"), tok).to(dtype).eval()
+    return new_embedded_model(EmbeddedSpec.parse(f"embedded:{family}-h32-l2"), tok).to(dtype).eval()
 
 
 def state(model: torch.nn.Module) -> dict[str, torch.Tensor]:

@@ -119,10 +119,10 @@ def test_r2f_peak_memory_is_a_fraction_of_fullgrads(tiny, context, tmp_path):
     paraphrases; benchmarks/cost.py measures whole deletions.)"""
     from r2f_bench.r2f.decoder import GradientDecoder
     from r2f_bench.cost import measure
-    from r2f_bench.engine.models import EmbeddedSpec, build_model
+    from r2f_bench.engine.models import EmbeddedSpec, new_embedded_model
     from r2f_bench.plugins import registry
 
-    wide = build_model(EmbeddedSpec.parse("embedded:mistral-h1024-l2"), tiny["tok"]).eval()
+    wide = new_embedded_model(EmbeddedSpec.parse("embedded:mistral-h1024-l2"), tiny["tok"]).eval()
     gradient_mb = sum(m.weight.numel() for n, m in wide.named_modules() if n.endswith("proj")) * 4 / 2**20
     decoder = tmp_path / "decoder.safetensors"
     GradientDecoder(kind="two_sided", rank=8, roles={r: {"rho": 0.1, "alpha": 1.0} for r in

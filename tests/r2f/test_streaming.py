@@ -28,11 +28,11 @@ def test_r2f_peak_memory_is_flat_in_the_number_of_views(tiny, context, tmp_path)
     all 8 views at once (the old way) costs several times more. Memory above the
     weights, measured the same way for each deletion."""
     from r2f_bench.cost import measure
-    from r2f_bench.engine.models import EmbeddedSpec, build_model
+    from r2f_bench.engine.models import EmbeddedSpec, new_embedded_model
     from r2f_bench.plugins import registry
     from r2f_bench.r2f.decoder import GradientDecoder
 
-    wide = build_model(EmbeddedSpec.parse("embedded:mistral-h512-l4"), tiny["tok"]).eval()
+    wide = new_embedded_model(EmbeddedSpec.parse("embedded:mistral-h512-l4"), tiny["tok"]).eval()
     decoder = tmp_path / "decoder.safetensors"
     GradientDecoder(kind="two_sided", rank=8, roles={r: {"rho": 0.1, "alpha": 1.0} for r in
                                                      ("attn_in", "attn_out", "mlp_in", "mlp_out")}).save(decoder)
