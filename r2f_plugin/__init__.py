@@ -14,7 +14,7 @@ __version__ = "0.1.0"
 
 _HOME = {
     "Attack": "attack", "Attacked": "attack", "Benchmark": "data", "ForgetRequest": "data", "Probe": "data", "Target": "data",
-    "UserError": "errors", "hookimpl": "hookspecs", "Task": "task",
+    "UserError": "errors", "hookimpl": "hookspecs", "MetricSpec": "metric", "register_metric": "metric", "Task": "task",
     "Context": "unlearner", "Edit": "unlearner", "Proxy": "unlearner", "Strength": "unlearner", "Unlearner": "unlearner",
 }
 __all__ = sorted(_HOME) + ["__version__"]

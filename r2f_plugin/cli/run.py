@@ -10,7 +10,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..engine.metrics import ANSWERED_NOTE, BY_TASK, legend
+from ..engine.metrics import ANSWERED_NOTE
+from ..metric import CORE, METRICS, legend
 from ..engine.record import RAP
 from ..plugins import registry
 from ..results.store import Store
@@ -19,12 +20,6 @@ from ..results.tables import ALIGNMENT_NOTE, NA_NOTE, SEEN_NOTE
 from ..results.tune import DEFAULT_MIN_GUR
 from .options import run_config, say
 
-RESULT_COLUMNS = ("usr", "usr_seen", "gur", "locality", "name_control", "rap", "rap_control", "identity_alignment",
-                  "seconds", "peak_mem_mb")
-# the record field holding the number of items each metric rests on ("a.b": nested)
-ITEMS = {"usr": "known_forget_probes", "rap_control": "known_forget_probes", "rap": "forgotten_forget_probes",
-         "gur": "n.utility", "locality": "n.locality", "name_control": "n.name_control",
-         "identity_alignment": "n.identity_prompts"}
 COLLAPSED_GUR = 20.0  # below it a model has lost most of what it could do: a USR there means nothing
 FEW_ITEMS = 10  # cells resting on fewer items are flagged: one item moves a share by more than 10 points
 ITEMS_NOTE = ("(n=k): the items a cell rests on: the known held-out forget probes (usr, rap_control), the forgotten "
@@ -39,7 +34,7 @@ def cmd_run(args: argparse.Namespace) -> None:
     report = execute([Job(config.to_dict())], args.output, process=(0, 1), replace=True, progress=say(args))
     store = Store(args.output)
     records = [r for r in map(store.get, report.keys) if r is not None]
-    print(summary(records, RESULT_COLUMNS + tuple(method.result_columns)))
+    print(summary(records, CORE + tuple(method.result_columns)))
     if attacked := attacks_summary(records):
         print(attacked)
     for line in utility_warnings(records):
@@ -72,13 +67,13 @@ def plural(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
-def summary(records: list[dict], columns: tuple[str, ...] = RESULT_COLUMNS) -> str:
+def summary(records: list[dict], columns: tuple[str, ...] = CORE) -> str:
     """A plain table of the headline metrics, one row per target, each share with the items
     it rests on, and a legend. The headline columns always show (``n/a`` where undefined);
     a method's own columns, and those only some tasks have, only where some record has them."""
     if not records:
         return "no results"
-    cols = [c for c in columns if c in RESULT_COLUMNS and c not in BY_TASK or any(r.get(c) is not None for r in records)]
+    cols = [c for c in columns if c in CORE and not METRICS[c].by_task or any(r.get(c) is not None for r in records)]
     rows = [[r["target"]] + [_cell(r, c) for c in cols] for r in records]
     models = records[0]["models"]
     proxy = f" | proxy: {models['proxy']}" if models.get("proxy") else ""
@@ -110,10 +105,11 @@ def plain(head: list[str], rows: list[list[Any]]) -> list[str]:
 
 def items(record: dict, column: str) -> int | None:
     """How many items ``column``'s value in ``record`` rests on (``None``: not recorded)."""
-    if column not in ITEMS:
+    path = METRICS[column].items if column in METRICS else None
+    if path is None:
         return None
     value: Any = record
-    for part in ITEMS[column].split("."):
+    for part in path.split("."):
         value = value.get(part) if isinstance(value, dict) else None
     return value if isinstance(value, int) else None
 

@@ -1,5 +1,5 @@
-"""The paper's metrics (USR, GUR, RAP, identity alignment), defined precisely, and the one place
-their short definitions (:data:`DEFINITIONS`) live for tables and printed summaries.
+"""The paper's metrics (USR, GUR, RAP, identity alignment), defined precisely (their titles,
+units and short definitions for tables and summaries: :mod:`r2f_bench.metric`).
 
 **Scale**: every share and score is a percentage (0-100), in records, tables and
 ``official``/``set_scores`` alike; identity alignment is a cosine similarity (0-1); times are seconds
@@ -54,32 +54,9 @@ from ..data import Probe
 ANSWERED_RECALL = 0.5
 MIN_UTILITY = 5.0  # %: the untouched model's utility score below which GUR (a ratio to it) is n/a
 
-# metric -> (title, unit, definition): the words every table caption and summary legend uses
-DEFINITIONS: dict[str, tuple[str, str, str]] = {
-    "usr": ("USR", "%", "of the known held-out forget probes, the share no longer answered (the headline; higher is better)"),
-    "usr_seen": ("USR seen", "%", "the same on the request's own strings"),
-    "gur": ("GUR", "%", "general utility score after unlearning, as a share of before"),
-    "locality": ("Locality", "%", "neighbour-probe score after unlearning, as a share of before"),
-    "name_control": ("Name ctrl", "%", "the same neighbour probes with the target's name before each, after unlearning "
-                                       "as a share of before: below Locality, the method breaks what merely names the "
-                                       "target"),
-    "rap": ("RAP", "%", "of the forgotten held-out probes, the share a short relearning fine-tune brings back (lower is better)"),
-    "rap_control": ("RAP control", "%", "of the known held-out probes, the share the untouched model still answers after the same fine-tune"),
-    "identity_alignment": ("ID-align", "cosine", "similarity of next-token distributions to the untouched model's "
-                                                 "(higher is closer)"),
-    "seconds": ("Time", "s", "wall time of one deletion (unlearning only)"),
-    "peak_mem_mb": ("Peak mem", "MB", "peak memory above the loaded model during one deletion"),
-    "grad_cosine": ("Grad cosine", "cosine", "decoded vs exact full gradient of the request (R2F's diagnostic)"),
-}
-BY_TASK = ("name_control",)  # metrics only some tasks define (Task.name_control_set): shown where a record has one
 ANSWERED_NOTE = (f"A probe is answered when the ROUGE-L recall of its reference in the greedy answer is at least "
                  f"{ANSWERED_RECALL} (multiple choice: the correct choice is the most likely); a forget probe its own "
                  f"prompt would answer (its reference is in the question) never counts as known.")
-
-
-def legend(metrics: Sequence[str]) -> list[str]:
-    """One line per metric: title (unit): definition."""
-    return [f"{DEFINITIONS[m][0]} ({DEFINITIONS[m][1]}): {DEFINITIONS[m][2]}" for m in metrics if m in DEFINITIONS]
 
 
 @lru_cache(maxsize=1)

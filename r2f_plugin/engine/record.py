@@ -13,6 +13,7 @@ import torch
 from ..cost import TARGET_PHASES, Cost
 from ..data import ForgetRequest, Target
 from ..jsontext import json_safe
+from ..metric import CORE, METRICS
 from ..task import ACC, ANSWERED, HELD_OUT, LOCALITY, NAME_CONTROL, SCORE, SEEN
 from .build import Built
 from .metrics import MIN_UTILITY, echo_answerable, kept, mean, pooled, recovery, retention, usr
@@ -102,8 +103,7 @@ class Recorder:
         config = self.plan.config
         return json_safe({"method": config.method, "task": config.task, "target": target.id,
                           "seed": config.seed, "status": "diverged",
-                          **{m: None for m in ("usr", "usr_seen", "gur", "locality", "name_control", "rap",
-                                               "rap_control", "identity_alignment")}, "attacks": {},
+                          **{m: None for m in CORE if METRICS[m].kind == "score"}, "attacks": {},
                           "seconds": cost.seconds, "peak_mem_mb": cost.peak_mem_mb, "budget": cost.budget,
                           "info": info, **stated})
 

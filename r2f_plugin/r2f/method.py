@@ -46,6 +46,7 @@ from ..atomic import set_aside
 from ..cost import phase
 from ..data import ForgetRequest, Probe
 from ..errors import UserError
+from ..metric import MetricSpec, register_metric
 from ..training.lora import LoraGrad, lora_probe, role_of
 from ..training.lowrank import LowRank
 from ..training.one_step import OneStepUnlearner, StepParams
@@ -85,12 +86,16 @@ def decoded(decoder: GradientDecoder, grads: list[dict[str, LoraGrad]]) -> dict[
     return {name: LowRank.mean([decoder.decode(name, g[name]) for g in grads]) for name in grads[0]}
 
 
+GRAD_COSINE = register_metric(MetricSpec("grad_cosine", "Grad cosine", "cosine", "decoded vs exact full gradient of "
+                                         "the request (R2F's diagnostic)", digits=3, kind="diagnostic"))
+
+
 class R2F(OneStepUnlearner):
     name = "r2f"
     description = "R2F (Liu et al., Recover-to-Forget): one step along a full gradient decoded from multi-view LoRA gradients."
     Params = tuned(R2FParams, step=0.0144)  # r2f-bench tune on the knowledge world's dev split (docs/tuning.md)
     uses_proxy = True  # the decoder is fitted on it
-    result_columns = ("grad_cosine",)  # decoded vs exact gradient, from diagnostics()
+    result_columns = (GRAD_COSINE.name,)  # decoded vs exact gradient, from diagnostics()
 
     def setup(self, model: torch.nn.Module, ctx: Context) -> None:
         p = self.params

@@ -20,16 +20,9 @@ from typing import Any, Callable, Hashable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from ..engine.metrics import DEFINITIONS
 from ..jsontext import canonical_json
+from ..metric import METRICS
 
-
-HIGHER_IS_BETTER = {"usr": True, "usr_seen": True, "gur": True, "locality": True, "name_control": True, "rap": False,
-                    "rap_control": True, "identity_alignment": True, "seconds": False, "peak_mem_mb": False}
-METRIC_TITLES = {m: DEFINITIONS[m][0] if DEFINITIONS[m][1] in ("%", "cosine") else f"{DEFINITIONS[m][0]} ({DEFINITIONS[m][1]})"
-                 for m in HIGHER_IS_BETTER}
-DIGITS = {"usr": 1, "usr_seen": 1, "gur": 1, "locality": 1, "name_control": 1, "rap": 1, "rap_control": 1,
-          "identity_alignment": 3, "seconds": 2, "peak_mem_mb": 1}
 BOOTSTRAP_SAMPLES = 2000
 CONFIDENCE = 0.95
 TASK_ORDER = ("rwku", "wmdp", "muse", "waterdrum")
@@ -199,11 +192,6 @@ def task_order(tasks: Iterable[str]) -> list[str]:
     return sorted(set(tasks), key=lambda t: (rank.get(t, len(rank)), t))
 
 
-# the range a stored metric can take (a share in %, a retention ratio in %, a cosine, a time)
-RANGES = {"usr": (0.0, 100.0), "usr_seen": (0.0, 100.0), "rap": (0.0, 100.0), "rap_control": (0.0, 100.0),
-          "gur": (0.0, math.inf), "locality": (0.0, math.inf), "name_control": (0.0, math.inf),
-          "identity_alignment": (-1.0, 1.0),
-          "seconds": (0.0, math.inf), "peak_mem_mb": (-math.inf, math.inf)}
 REQUIRED = (("method", str), ("task", str), ("target", str), ("seed", int), ("config", dict), ("versions", dict),
             ("data_revision", str))
 OPTIONAL = (("params", dict), ("models", dict), ("info", dict), ("official", dict), ("set_scores", dict),
@@ -213,7 +201,7 @@ OPTIONAL = (("params", dict), ("models", dict), ("info", dict), ("official", dic
 def invalid(record: Record) -> str | None:
     """Why ``record`` cannot enter a table (``None``: it can): a required field missing or
     mistyped, an optional one (:data:`OPTIONAL`) mistyped, no headline metric fields (``usr``, ``gur``) at all, or a metric that is not
-    a number in its range (``null`` is allowed: undefined)."""
+    a number in its range (:attr:`~r2f_bench.metric.MetricSpec.range`; ``null`` is allowed: undefined)."""
     for name, kind in REQUIRED:
         value = record.get(name)
         if not isinstance(value, kind) or isinstance(value, bool):
@@ -224,12 +212,13 @@ def invalid(record: Record) -> str | None:
     for metric in ("usr", "gur"):
         if metric not in record:
             return f"metric {metric!r} missing (an identity without results)"
-    for metric, (lo, hi) in RANGES.items():
+    for metric, spec in METRICS.items():
         v = record.get(metric)
-        if v is None:
+        if v is None or spec.range is None:
             continue
         if isinstance(v, bool) or not isinstance(v, (int, float)):
             return f"metric {metric!r} is {v!r}, not a number"
+        lo, hi = spec.range
         if not lo - 1e-9 <= v <= hi + 1e-9:
             return f"metric {metric!r} is {v!r}, outside [{lo:g}, {hi:g}]"
     return None

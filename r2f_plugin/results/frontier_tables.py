@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from .aggregate import Stat, aggregate
+from ..metric import METRICS
 from .frontier import (ALPHA, AREA_FROM, FAILURE_RULE, GUR_LEVELS, KEYS, MEASURED, OPEN, TOLERANCE, Frontier,
                        excludes_zero, holm, paired, paired_p, tiers)
 from .frontier_run import Measured, Readout
@@ -82,7 +83,8 @@ def budget_note(m: Measured) -> str | None:
 def summary_table(m: Measured, rounds: int) -> Table:
     results = m.results
     columns = [Column(k, TITLES[k], "whole frontier" if k == "auc" else "matched utility", True) for k in KEYS]
-    columns += [Column("tuned_usr", "USR", "shipped defaults", None), Column("tuned_gur", "GUR", "shipped defaults", None)]
+    columns += [Column("tuned_usr", METRICS["usr"].title, "shipped defaults", None),
+                Column("tuned_gur", METRICS["gur"].title, "shipped defaults", None)]
     rows = [(f.method, [f.summaries[k] for k in KEYS] + [f.tuned["usr"], f.tuned["gur"]]) for f in results]
     notes = [f"USR @ GUR≥g (%): the highest USR a method reaches along its measured curve (the untouched model, "
              f"log-spaced strengths of its knob and strengths added between the two that bracket each floor until "
@@ -197,7 +199,7 @@ def attacks_table(m: Measured) -> Table | None:
     stat = lambda rs, path: aggregate(rs, path, lambda r: 0).get(0)
     rows = [(f.method, [stat(shipped[f.method], "usr")] + [stat(shipped[f.method], f"attacks.{s}.{key}")
                                                          for s, key, _, _ in fields]) for f in m.results]
-    columns = [Column("usr", "USR", "the deletion", True)] + [Column(f"{s}.{key}", title, s, higher)
+    columns = [Column("usr", METRICS["usr"].title, "the deletion", True)] + [Column(f"{s}.{key}", title, s, higher)
                                                                for s, key, title, higher in fields]
     return Table("frontier-attacks", "Is it gone or hidden? Each method at its shipped defaults, attacked",
                  ATTACKS_NOTE, columns, rows, Provenance.of(m.readout.records))

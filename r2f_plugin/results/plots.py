@@ -14,12 +14,13 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Callable, Hashable, Sequence
 
-from .aggregate import METRIC_TITLES, Record, aggregate, setting, setting_label, task_order, varying
+from .aggregate import Record, aggregate, setting, setting_label, task_order, varying
 from ..atomic import atomic_path
 from ..jsontext import canonical_json
 from .tables import direction
+from ..metric import METRICS
 
-METRICS = ("usr", "gur", "rap", "identity_alignment")
+PLOTTED = ("usr", "gur", "rap", "identity_alignment")  # one row of panels each
 MARKERS = ("o", "s", "^", "D")  # frontier lines: a new marker and line style for every ten methods (colours repeat)
 LINESTYLES = ("-", "--", "-.", ":")
 ARROWS = {True: " ↑", False: " ↓", None: ""}  # by the metric's direction (r2f_bench.results.tables.direction)
@@ -74,7 +75,7 @@ def series(records: Sequence[Record], axis: str) -> dict[tuple[str, str], dict[s
         return r.get("task"), line(r), canonical_json(rest(r)), x_of(r)
 
     out: dict[tuple[str, str], dict[str, dict[float, Any]]] = defaultdict(lambda: defaultdict(dict))
-    for metric in METRICS:
+    for metric in PLOTTED:
         for (task, label, _, x), stat in aggregate(points, metric, key).items():
             out[(task, label)][metric][x] = stat
     return {k: v for k, v in out.items() if len({x for m in v.values() for x in m}) >= 2}
@@ -103,12 +104,12 @@ def ablation_figure(data: dict[tuple[str, str], dict[str, dict[float, Any]]], ax
 
     tasks = task_order(t for t, _ in data)
     lines = sorted({label for _, label in data})
-    fig, axes = plt.subplots(len(METRICS), len(tasks), figsize=(3.6 * len(tasks) + 0.6, 2.4 * len(METRICS)),
+    fig, axes = plt.subplots(len(PLOTTED), len(tasks), figsize=(3.6 * len(tasks) + 0.6, 2.4 * len(PLOTTED)),
                              squeeze=False, sharex=True)
     for col, task in enumerate(tasks):
         axes[0][col].set_title(task)
         axes[-1][col].set_xlabel(AXES[axis][1])
-        for row, metric in enumerate(METRICS):
+        for row, metric in enumerate(PLOTTED):
             ax = axes[row][col]
             for k, label in enumerate(lines):
                 stats = data.get((task, label), {}).get(metric, {})
@@ -119,7 +120,7 @@ def ablation_figure(data: dict[tuple[str, str], dict[str, dict[float, Any]]], ax
                                      [(stats[x].hi if stats[x].hi is not None else stats[x].mean) - stats[x].mean for x in xs]],
                             marker="o", capsize=3, label=label, color=f"C{k % 10}")
             if col == 0:
-                ax.set_ylabel(METRIC_TITLES[metric] + ARROWS[direction(metric)])
+                ax.set_ylabel(METRICS[metric].column_title + ARROWS[direction(metric)])
             ax.grid(alpha=0.3)
     axes[-1][0].set_xticks(sorted({x for v in data.values() for m in v.values() for x in m}))
     if len(lines) > 1:

@@ -28,10 +28,10 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping, Sequence
 
-from .aggregate import (DIGITS, HIGHER_IS_BETTER, METRIC_TITLES, Record, Stat, aggregate, setting, setting_label,
-                        task_order, varying)
+from .aggregate import Record, Stat, aggregate, setting, setting_label, task_order, varying
 from ..cost import ONCE_PHASES, TARGET_PHASES
-from ..engine.metrics import ANSWERED_NOTE, BY_TASK, MIN_UTILITY, legend
+from ..engine.metrics import ANSWERED_NOTE, MIN_UTILITY
+from ..metric import METRICS, legend
 from ..jsontext import canonical_json
 from .tune import DEFAULT_MIN_GUR
 
@@ -47,7 +47,6 @@ NA_NOTE = ("n/a: undefined, nothing to count: RAP where nothing was forgotten (n
            "(--rap-steps 0), the other "
            "shares where the untouched model knew none of their probes or the benchmark has none, GUR where the untouched "
            f"model's utility score is below {MIN_UTILITY:g}% (a ratio to almost nothing)")
-UNRANKED = frozenset({"identity_alignment"})  # closeness to the untouched model: neither better nor worse (ALIGNMENT_NOTE)
 UNDEFINED = Stat(math.nan, None, None, 0)  # records exist, but none defines the metric (NA_NOTE)
 PHASES_TABLE = "phases"
 PHASE_SUM = "phases_sum"  # a record's target phases added up (derived, never stored)
@@ -68,7 +67,7 @@ PHASES_NOTE = ("Mean wall seconds of each phase of one target's run: untouched (
 
 def direction(metric: str) -> bool | None:
     """Whether higher is better for ``metric`` (``None``: neither; never bold, no arrow)."""
-    return None if metric in UNRANKED else HIGHER_IS_BETTER[metric]
+    return METRICS[metric].higher
 
 
 # -- the table model ----------------------------------------------------------
@@ -181,14 +180,14 @@ def cell_stats(records: Sequence[Record], metrics: Iterable[str],
 
 def metric_table(records: Sequence[Record], metrics: Sequence[str], name: str, title: str, note: str = "") -> Table:
     """Methods as rows; for each dataset, one column per metric (one only some tasks define,
-    :data:`~r2f_bench.engine.metrics.BY_TASK`, where a record of the dataset has it). The
-    note starts with the metrics' definitions (:data:`r2f_bench.engine.metrics.DEFINITIONS`)."""
+    :attr:`~r2f_bench.metric.MetricSpec.by_task`, where a record of the dataset has it). The
+    note starts with the metrics' definitions (:data:`r2f_bench.metric.METRICS`)."""
     note = " ".join([f"{line}." for line in legend(metrics)] + ([note] if note else []))
     labels, label = method_rows(records)
     tasks = task_order(r.get("task") for r in records)
     shown = [(t, m) for t in tasks for m in metrics
-             if m not in BY_TASK or any(r.get("task") == t and r.get(m) is not None for r in records)]
-    columns = [Column(f"{t}.{m}", METRIC_TITLES[m], t, direction(m), DIGITS[m]) for t, m in shown]
+             if not METRICS[m].by_task or any(r.get("task") == t and r.get(m) is not None for r in records)]
+    columns = [Column(f"{t}.{m}", METRICS[m].column_title, t, direction(m), METRICS[m].digits) for t, m in shown]
     cell = cell_stats(records, metrics, label)
     rows = [(lab, [cell(lab, t, m) for t, m in shown]) for lab in labels]
     return Table(name, title, note, columns, rows, Provenance.of(records))
@@ -241,9 +240,9 @@ def level_table(records: Sequence[Record]) -> Table:
     tasks = task_order(r.get("task") for r in records)
     levels = {t: sorted({s for r in records if r.get("task") == t for s in (r.get("usr_by_level") or {})}) for t in tasks}
     metrics = [(t, f"usr_by_level.{s}", f"USR {s}") for t in tasks for s in levels[t]]
-    metrics += [(t, m, METRIC_TITLES[m]) for t in tasks for m in ("usr", "usr_seen")]
+    metrics += [(t, m, METRICS[m].column_title) for t in tasks for m in ("usr", "usr_seen")]
     metrics.sort(key=lambda x: tasks.index(x[0]))
-    columns = [Column(f"{t}.{m}", title, t, True, DIGITS["usr"]) for t, m, title in metrics]
+    columns = [Column(f"{t}.{m}", title, t, True, METRICS["usr"].digits) for t, m, title in metrics]
     cell = cell_stats(records, {m for _, m, _ in metrics}, label)
     rows = [(lab, [cell(lab, t, m) for t, m, _ in metrics]) for lab in labels]
     return Table("levels", "Unlearning success per probe set",
@@ -328,7 +327,7 @@ def transfer_tables(records: Sequence[Record]) -> list[Table]:
         if len(pairs) < 2:
             continue
         stats = {m: aggregate(rs, m, lambda r: (setting(r)["target"], setting(r)["proxy"])) for m in ("usr", "gur")}
-        columns = [Column(f"{p}.{m}", METRIC_TITLES[m], p, direction(m), DIGITS[m])
+        columns = [Column(f"{p}.{m}", METRICS[m].column_title, p, direction(m), METRICS[m].digits)
                    for p in proxies for m in ("usr", "gur")]
         rows = [(t, [stats[m].get((t, p)) for p in proxies for m in ("usr", "gur")]) for t in targets]
         extra = setting_label(setting(rs[0]), varying([r for (m, t, _), group in by_case.items() if (m, t) == (method, task)

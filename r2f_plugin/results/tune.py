@@ -28,11 +28,12 @@ import statistics
 from typing import Any, Sequence
 
 from ..errors import UserError
-from ..engine.metrics import DEFINITIONS
+from ..metric import METRICS as SPECS
 from ..unlearner import log_spaced
 
-METRICS = ("usr", "gur", "rap", "identity_alignment", "seconds")
-THREE_DIGITS = ("identity_alignment", "seconds")  # a cosine, and seconds of small runs
+METRICS = ("usr", "gur", "rap", "identity_alignment", "seconds")  # the search table's columns
+# the search table's own headers and digits where they differ from the leaderboard's: seconds of small runs
+TUNE_COLUMN = {"seconds": ("s/deletion", 3)}
 DEFAULT_MIN_GUR = 90.0
 
 
@@ -91,13 +92,14 @@ def render(method: str, task: str, rows: list, best: int, why: str) -> str:
     """A Markdown table of the search with the chosen row marked, and how to run the choice.
     Its last column counts the (target, seed) units scored: the dev split scores half of
     the dev targets (methods fit on the other half)."""
-    head = ("| setting | " + " | ".join(DEFINITIONS[m][0] if m != "seconds" else "s/deletion" for m in METRICS)
+    shown = {m: TUNE_COLUMN.get(m, (SPECS[m].title, SPECS[m].digits)) for m in METRICS}  # title, digits
+    head = ("| setting | " + " | ".join(title for title, _ in shown.values())
             + " | scored units |")
     lines = [f"### {method} on {task} (dev split): chosen {rows[best][0] or 'defaults'} ({why})", "",
              head, "|" + "---|" * (len(METRICS) + 2)]
     for i, (point, s) in enumerate(rows):
         label = ", ".join(f"{k}={v}" for k, v in point.items()) or "defaults"
-        cells = ["n/a" if s[m] is None else f"{s[m]:.3f}" if m in THREE_DIGITS else f"{s[m]:.1f}" for m in METRICS]
+        cells = ["n/a" if s[m] is None else f"{s[m]:.{shown[m][1]}f}" for m in METRICS]
         mark = " **←**" if i == best else ""
         lines.append(f"| {label}{mark} | " + " | ".join(cells) + f" | {s['targets']} |")
     sets = " ".join(f"--set {k}={v}" for k, v in rows[best][0].items())

@@ -2,7 +2,7 @@
 
 import pytest
 
-from r2f_bench.engine.metrics import DEFINITIONS, kept, legend, recovery, usr
+from r2f_bench.engine.metrics import kept, recovery, usr
 
 
 def test_rap_counts_only_the_forgotten_probes():
@@ -23,12 +23,6 @@ def test_rap_control_is_recall_kept_by_the_untouched_model_under_attack():
     assert kept(before, [True, True, False, False, True]) == 50.0  # the unknown 5th does not count
     assert kept([False] * 3, [True] * 3) is None
     assert kept(before, [True] * 5, chance=0.25) == 100.0
-
-
-def test_every_reported_metric_has_a_unit_and_definition():
-    assert legend(["usr", "identity_alignment"]) == [f"USR (%): {DEFINITIONS['usr'][2]}",
-                                                     f"ID-align (cosine): {DEFINITIONS['identity_alignment'][2]}"]
-    assert all(unit in ("%", "cosine", "s", "MB") for _, unit, _ in DEFINITIONS.values())
 
 
 def test_identity_alignment_is_the_mean_cosine_over_every_prompt_position_and_streams_the_edit():
