@@ -42,6 +42,7 @@ from ..unlearner import Edit, Unlearner, tuned
 
 class FullGrad(OneStepUnlearner):
     name = "fullgrad"
+    cost_reference = True
     description = "FullGrad (R2F paper, App. B): one step along the exact full gradient of one view."
     Params = tuned(StepParams, step=0.0328)
 

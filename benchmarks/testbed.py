@@ -28,6 +28,8 @@ import torch  # noqa: E402
 from r2f_bench.tasks.rwku.world import WorldConfig, write  # noqa: E402
 from r2f_bench.results.testbed import check_world, passes  # noqa: E402
 
+METHOD = "grad_ascent"  # its strength knob draws the curves: the plainest way to forget (no retain data, no views)
+
 
 def strengths(spec: str | None) -> list[float] | None:
     """``LO:HI:N`` (N log-spaced points) or ``X,Y,...``; ``None``: the method's declared range."""
@@ -57,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     say = (lambda m: print(m, file=sys.stderr)) if not args.json else (lambda m: None)
     with tempfile.TemporaryDirectory(prefix="r2f-world-") as tmp:
         world = write(WorldConfig(seed=args.world_seed), Path(tmp) / f"world-{args.world_seed}")
-        result = check_world(world, seeds, args.targets, strengths(args.strengths), progress=say,
+        result = check_world(world, seeds, args.targets, METHOD, "rwku", strengths(args.strengths), progress=say,
                              config={"model": args.model, "output": str(Path(tmp) / "out"), "threads": args.threads,
                                      "eval_batch_size": args.eval_batch_size,
                                      "views": 1})  # gradient ascent reads no paraphrased views: none are made

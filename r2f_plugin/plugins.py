@@ -31,6 +31,7 @@ DEFAULT_PLUGINS = (
     "tasks.rwku", "tasks.wmdp", "tasks.muse", "tasks.waterdrum",
     "attacks",
 )
+DEFAULT_TASK = "rwku"  # the task of a command given no --task
 
 
 @dataclass(frozen=True)
@@ -164,6 +165,22 @@ class PluginRegistry:
     def listing(self, kind: str) -> list[PluginInfo]:
         self._collect()
         return sorted((i for (k, _), i in self.info.items() if k == kind), key=lambda i: i.name)
+
+    def cost_reference(self) -> str | None:
+        """The method the cost table states ratios to: the first registered with ``cost_reference``."""
+        self._collect()
+        return next((name for name, cls in self.methods.items() if cls.cost_reference), None)
+
+    def with_ablation(self, ablation: str) -> list[str]:
+        """The methods whose settings ``sweep --ablation ablation`` varies, by name."""
+        self._collect()
+        return sorted(name for name, cls in self.methods.items() if ablation in cls.ablations)
+
+    def builtin_order(self, kind: str) -> list[str]:
+        """The built-in plugins' ``kind`` names in registration order (:data:`DEFAULT_PLUGINS`)."""
+        self._collect()
+        return [name for (k, name), info in self.info.items()
+                if k == kind and info.plugin.removeprefix(f"{__package__}.") in DEFAULT_PLUGINS]
 
     def version_of(self, kind: str, name: str) -> str:
         self._collect()

@@ -142,6 +142,11 @@ class Unlearner(ABC):
     # keys of the deletion's info (``Edit.info`` or :meth:`diagnostics`) that become result
     # columns of their own, beside the metrics every method gets
     result_columns: ClassVar[tuple[str, ...]] = ()
+    # the presets of ``r2f-bench sweep --ablation`` that vary this method's settings (rank, views, transfer)
+    ablations: ClassVar[tuple[str, ...]] = ()
+    # whether the cost table states every method's time and memory as a ratio to this one's
+    # (the first registered method that says so; the built-ins: FullGrad, the exact full-gradient step)
+    cost_reference: ClassVar[bool] = False
 
     def __init__(self, params: Any | None = None) -> None:
         self.params = params if params is not None else self.Params()

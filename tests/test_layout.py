@@ -94,3 +94,18 @@ def test_the_layer_check_sees_an_upward_import():
     assert layer("") == 0 and layer("cache") == 0 and layer("tasks.rwku.world") == 3
     assert "results.store.Store" in package_imports(ROOT / "r2f_plugin" / "results" / "sweep.py")
     assert "r2f.commands" in package_imports(ROOT / "r2f_plugin" / "r2f" / "__init__.py")
+
+
+def test_the_framework_names_no_built_in_method_or_task():
+    """Only plugins (and ``plugins.py``, which lists them) name a method or task: the engine,
+    the results layer and the commands learn them from the registry."""
+    from r2f_bench.plugins import registry
+
+    names = {info.name for kind in ("method", "task") for info in registry().listing(kind)}
+    package = ROOT / "r2f_plugin"
+    framework = [p for p in sorted(package.rglob("*.py")) if p.name != "plugins.py"
+                 and (p.parent == package or p.relative_to(package).parts[0] in ("engine", "results", "cli", "training"))]
+    named = [f"{p.relative_to(ROOT)}:{node.lineno}: {node.value!r}" for p in framework
+             for node in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
+             if isinstance(node, ast.Constant) and node.value in names]
+    assert not named, named

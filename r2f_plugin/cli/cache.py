@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..errors import UserError
 from ..cache import KINDS, cache_root
-from .options import add_quiet_option, add_seeds_option, say
+from .options import add_quiet_option, add_seeds_option, add_task_option, say
 
 
 
@@ -68,7 +68,7 @@ def add_parser(sub: Any) -> None:
                                          "this machine (into the cache; one already cached is loaded) and prints how "
                                          "each differs from the model r2f-bench ships for the same recipe.")
     add_seeds_option(build, "the run seeds whose models to teach")
-    build.add_argument("--task", default="rwku", help="the task whose default knowledge world is taught (default rwku)")
+    add_task_option(build, "whose default knowledge world is taught")
     build.add_argument("--ship", action="store_true",
                        help="maintainers: make the models taught here the shipped ones (writes into the package)")
     add_quiet_option(build)

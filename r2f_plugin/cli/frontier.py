@@ -15,7 +15,8 @@ from ..results.frontier_tables import as_json, write_report
 from ..results.launch import add_launcher_options, launcher
 from ..results.store import Store
 from ..results.sweep import SweepReport, parse_seeds, split_list
-from .options import (add_budget_option, add_json_option, add_run_options, add_seeds_option, budget_deadline,
+from .options import (add_budget_option, add_json_option, add_keep_going_option, add_methods_option,
+                      add_out_dir_option, add_run_options, add_seeds_option, add_task_option, budget_deadline,
                       json_command, run_values, say)
 
 DEFAULT_POINTS = 8
@@ -52,10 +53,9 @@ def add_parser(subparsers: Any) -> None:
                                           "differences against a baseline and tiers, frontier.png and the tables in "
                                           "Markdown, LaTeX, CSV and HTML.")
     add_run_options(p, split=False)
-    p.add_argument("--methods", default="all", help="comma-separated methods, `all` (default) among them; "
-                                                    "name@param=value sets parameters of one entry, e.g. "
-                                                    "all,r2f@steps=5,fullgrad@steps=5")
-    p.add_argument("--task", default="rwku", help="benchmark (default rwku)")
+    add_methods_option(p, "all", ", `all` (default) among them; name@param=value sets parameters of one entry, e.g. "
+                                 "all,r2f@steps=5,fullgrad@steps=5")
+    add_task_option(p, "whose targets are unlearned")
     add_seeds_option(p)
     p.add_argument("--points", type=int, default=DEFAULT_POINTS,
                    help=f"strengths per method, log-spaced over its declared range (default {DEFAULT_POINTS})")
@@ -68,9 +68,8 @@ def add_parser(subparsers: Any) -> None:
                    help="read utility as the lower of GUR and the name control (other people's facts asked with the "
                         "target's name): a method that breaks every sentence naming the target pays for it in utility")
     p.add_argument("--baseline", default=None, help="the --methods entry others are paired against (default: the first)")
-    p.add_argument("--out-dir", default=None, help="where to write frontier.png and the tables (default <output>/frontier)")
-    p.add_argument("--keep-going", action="store_true",
-                   help="run the remaining jobs when one fails (its targets count as failures)")
+    add_out_dir_option(p, "frontier.png and the tables", "frontier")
+    add_keep_going_option(p, " (its targets count as failures)")
     add_budget_option(p, "the shipped defaults first, then the strengths from the weakest up, one method after "
                          "another")
     add_json_option(p, "every method's points, summaries, paired differences and tiers")

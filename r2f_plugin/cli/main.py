@@ -16,7 +16,7 @@ from ..errors import Terminated, UserError
 from ..plugins import registry
 from ..progress import set_quiet
 from . import cache, frontier, listing, plot, scan, sweep, table, tune
-from .options import add_run_options
+from .options import add_method_option, add_run_options, add_task_option
 from .run import cmd_run
 
 BUILT_IN = (listing, scan, cache, tune, sweep, frontier, table, plot)
@@ -24,8 +24,8 @@ BUILT_IN = (listing, scan, cache, tune, sweep, frontier, table, plot)
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="r2f-bench", description="Run, compare and extend LLM unlearning methods.")
-    parser.add_argument("--method", help="unlearning method to run (see `r2f-bench methods`)")
-    parser.add_argument("--task", help="benchmark to run it on (see `r2f-bench tasks`)")
+    add_method_option(parser, "unlearning method to run")
+    add_task_option(parser, "to run it on", default=None)
     add_run_options(parser)
     sub = parser.add_subparsers(dest="command", metavar="command")
     for module in BUILT_IN:

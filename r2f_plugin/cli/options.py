@@ -13,6 +13,7 @@ from typing import Any, Callable, Iterator, TextIO
 
 from ..engine.config import OPTIONS, Option, RunConfig, names
 from ..jsontext import json_safe
+from ..plugins import DEFAULT_TASK
 
 
 def add_run_options(p: argparse.ArgumentParser, split: bool = True, limit_help: str | None = None) -> None:
@@ -47,6 +48,40 @@ def _add(p: argparse.ArgumentParser, opt: Option, text: str, default: Any) -> No
     p.add_argument(opt.flag, dest=opt.name, type=None if opt.parse else opt.kind,
                    default=None if opt.parse else default, choices=opt.choices, metavar=opt.metavar,
                    action="append" if opt.repeatable else "store", help=text)
+
+
+def add_method_option(p: argparse.ArgumentParser, what: str) -> None:
+    """``--method``: the one method a plain run unlearns with (the run's :attr:`RunConfig.method`)."""
+    p.add_argument("--method", help=f"{what} (see `r2f-bench methods`)")
+
+
+def add_methods_option(p: argparse.ArgumentParser, default: str | None, what: str, required: bool = False,
+                       alias: str | None = None) -> None:
+    """``--methods`` (and ``alias``): several methods, comma-separated, `all` for every installed one."""
+    p.add_argument("--methods", *filter(None, [alias]), dest="methods", default=default, required=required,
+                   help=f"comma-separated methods{what}")
+
+
+def add_task_option(p: argparse.ArgumentParser, what: str, default: str | None = DEFAULT_TASK) -> None:
+    """``--task``: the one task a command works on (the run's :attr:`RunConfig.task`)."""
+    shown = f" (default {default})" if default else ""
+    p.add_argument("--task", default=default, help=f"the task {what}{shown} (see `r2f-bench tasks`)")
+
+
+def add_store_option(p: argparse.ArgumentParser) -> None:
+    """``--output`` of a command that reads a results store: where runs write (:attr:`RunConfig.output`)."""
+    opt = OPTIONS["output"]
+    p.add_argument(opt.flag, default=opt.default, help="results store directory (default %(default)s)")
+
+
+def add_out_dir_option(p: argparse.ArgumentParser, what: str, folder: str) -> None:
+    """``--out-dir``: where a command writes its files (default a folder in the store)."""
+    p.add_argument("--out-dir", default=None, help=f"where to write {what} (default <output>/{folder})")
+
+
+def add_keep_going_option(p: argparse.ArgumentParser, after: str = "") -> None:
+    """``--keep-going``: a failed job does not stop the rest."""
+    p.add_argument("--keep-going", action="store_true", help=f"run the remaining jobs when one fails{after}")
 
 
 def add_seeds_option(p: argparse.ArgumentParser, what: str = "the replicates to run") -> None:

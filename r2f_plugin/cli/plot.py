@@ -9,6 +9,7 @@ from typing import Any
 from ..errors import UserError
 from ..results.plots import AXES, plot_ablation
 from ..results.store import Store
+from .options import add_out_dir_option, add_store_option
 
 
 def plot_command(args: argparse.Namespace) -> None:
@@ -27,7 +28,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``plot`` to the CLI's subparsers (``args.func(args)`` runs it)."""
     p = subparsers.add_parser("plot", help="plot the rank and views ablations from a results store",
                               description="Plot the rank and views ablations (USR, GUR, RAP, identity alignment against the ablated value) from a results store.")
-    p.add_argument("--output", default="r2f-output", help="results store directory (default r2f-output)")
-    p.add_argument("--out-dir", default=None, help="where to write the PNGs (default <output>/plots)")
+    add_store_option(p)
+    add_out_dir_option(p, "the PNGs", "plots")
     p.set_defaults(func=plot_command)
     return p

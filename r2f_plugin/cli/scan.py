@@ -8,7 +8,7 @@ from typing import Any
 
 from ..engine.metrics import ANSWERED_NOTE
 from ..engine.scan import Known, scan
-from .options import add_json_option, add_run_options, json_command, run_config, say
+from .options import add_json_option, add_run_options, add_task_option, json_command, run_config, say
 
 
 def selector(known: Known) -> str:
@@ -54,7 +54,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                                    "it answers; USR on a target rests on these. Then run on the targets it knows "
                                    "(--targets) or let runs skip the rest (--min-known).")
     add_run_options(p, split=False, limit_help="targets to scan, from the first (default 3); all of RWKU's: --limit 200")
-    p.add_argument("--task", default="rwku", help="benchmark whose targets are scanned (default rwku)")
+    add_task_option(p, "whose targets are scanned")
     p.add_argument("--top", type=int, default=12, help="targets in the suggested --targets line (default 12)")
     add_json_option(p, "each target's counts")
     p.set_defaults(func=json_command(scan_command))

@@ -11,24 +11,24 @@ from typing import Any
 
 from ..engine.distributed import process_state, release_process_group
 from ..errors import UserError
+from ..plugins import registry as plugin_registry
 from ..results.launch import add_launcher_options, launcher
 from ..results.store import Store
-from ..results.sweep import (ABLATION_METHOD, ABLATIONS, execute, expand, parse_seeds, plan, process_tag, shard,
+from ..results.sweep import (ABLATIONS, execute, expand, parse_seeds, plan, process_tag, shard,
                              split_list)
-from .options import (add_budget_option, add_quiet_option, add_seeds_option, add_sweep_run_options,
-                      budget_deadline, run_values, say)
+from .options import (add_budget_option, add_keep_going_option, add_methods_option, add_quiet_option,
+                      add_seeds_option, add_sweep_run_options, budget_deadline, run_values, say)
 
 
 def _add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--methods", default=None,
-                   help=f"comma-separated methods, or `all` (default: all; {ABLATION_METHOD} with --ablation)")
+    add_methods_option(p, None, ", or `all` (default: all; with --ablation, the methods that declare it)")
     p.add_argument("--tasks", default="all", help="comma-separated tasks, or `all` (default)")
     add_seeds_option(p)
     p.add_argument("--ablation", choices=ABLATIONS, default=None,
                    help="paper ablation preset: rank (LoRA rank 2,4,8,12,16), views (1-8), "
                         "transfer (target models × proxies)")
     add_sweep_run_options(p)
-    p.add_argument("--keep-going", action="store_true", help="run the remaining jobs when one fails")
+    add_keep_going_option(p)
     p.add_argument("--dry-run", action="store_true", help="print the plan and this process's share; run nothing")
     add_budget_option(p, "the jobs, in plan order")
     add_quiet_option(p)
@@ -41,7 +41,7 @@ def sweep_command(args: argparse.Namespace) -> None:
     launch = launcher(args, say(args))  # a missing submitit or a bad combination fails first
     deadline = budget_deadline(args)
     if args.methods is None:
-        methods = [ABLATION_METHOD] if args.ablation else ["all"]
+        methods = plugin_registry().with_ablation(args.ablation) if args.ablation else ["all"]
     else:
         methods = split_list(args.methods)
     given = run_values(args, sweep=True)

@@ -10,10 +10,11 @@ from typing import Any
 
 from ..results.aggregate import invalid, newest_per_cell
 from ..errors import UserError
+from ..plugins import registry
 from ..results.render import FORMATS, render, to_json, write_files
 from ..results.store import Store
 from ..results.tables import PHASES_TABLE, build_tables
-from .options import add_json_option, json_command
+from .options import add_json_option, add_out_dir_option, add_store_option, json_command
 
 
 def tabulate(args: argparse.Namespace) -> dict[str, Any]:
@@ -31,7 +32,7 @@ def tabulate(args: argparse.Namespace) -> dict[str, Any]:
     if not records:
         raise UserError(f"no results in {store.jobs}; run `r2f-bench sweep --output {args.output}` first, or point --output at a results store.")
     records, aside = newest_per_cell(records, args.all_versions)
-    tables = build_tables(records, phases=args.phases)
+    tables = build_tables(records, phases=args.phases, reference=registry().cost_reference())
     for t in tables:
         t.note += pooling_note(aside, args.all_versions)
     out_dir = Path(args.out_dir) if args.out_dir else store.root / "tables"
@@ -75,9 +76,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``table`` to the CLI's subparsers (``args.func(args)`` runs it)."""
     p = subparsers.add_parser("table", help="render leaderboard tables from a results store",
                               description="Leaderboard tables in the paper's shape, with 95% bootstrap CIs, from a results store.")
-    p.add_argument("--output", default="r2f-output", help="results store directory (default r2f-output)")
+    add_store_option(p)
     p.add_argument("--format", choices=FORMATS + ("all",), default="all", help="output format (default all)")
-    p.add_argument("--out-dir", default=None, help="where to write the tables (default <output>/tables)")
+    add_out_dir_option(p, "the tables", "tables")
     p.add_argument("--all-versions", action="store_true",
                    help="pool records of one (target, seed) from different code versions and data revisions "
                         "(default: only the newest counts); said in every caption")

@@ -9,13 +9,14 @@ from ..plugins import registry
 from ..results.store import Store
 from ..results.sweep import Job, execute, parse_seeds, split_list
 from ..results.tune import DEFAULT_MIN_GUR, choose, grid_points, parse_grid, refinement, render, summarize
-from .options import add_json_option, add_run_options, add_seeds_option, json_command, run_config, say
+from .options import (add_json_option, add_methods_option, add_run_options, add_seeds_option, add_task_option,
+                      json_command, run_config, say)
 
 
 def search(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Search every method, print each search's table; the searches as JSON objects."""
     plans = []  # (method, class, run configuration, grid points): all checked before anything runs
-    for method in split_list(args.method):
+    for method in split_list(args.methods):
         cls, base = registry().method(method), run_config(args, method, args.task)
         if args.grid:
             points = grid_points(parse_grid(args.grid))
@@ -56,8 +57,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                                           "with GUR >= --min-gur, else the highest GUR.")
     add_run_options(p, split=False, limit_help="evaluation targets to set aside (the dev targets come from the end of "
                                                "the target list, never among them; default 3)")
-    p.add_argument("--method", required=True, help="method(s) to tune, comma-separated")
-    p.add_argument("--task", default="rwku", help="benchmark whose dev targets are searched (default rwku)")
+    add_methods_option(p, None, " to tune (--method is the same)", required=True, alias="--method")
+    add_task_option(p, "whose dev targets are searched")
     p.add_argument("--grid", action="append", default=[], metavar="NAME=v1,v2",
                    help="search these values instead of the method's strength knob (repeatable)")
     p.add_argument("--points", type=int, default=8,

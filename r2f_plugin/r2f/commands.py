@@ -9,7 +9,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from ..cli.options import add_json_option, add_run_options, json_command, run_config, say
+from ..cli.options import add_json_option, add_run_options, add_task_option, json_command, run_config, say
 from ..errors import UserError
 from ..engine.run import Run
 from .decoder import GradientDecoder
@@ -25,14 +25,14 @@ def add_parser(sub: Any) -> None:
                           description="Fit the decoder on the proxy model's (LoRA gradient, full gradient) pairs over "
                                       "the dev targets' requests, cache it, and optionally write it to --out.")
     add_run_options(fit, split=False)
-    fit.add_argument("--task", default="rwku", help="benchmark whose dev targets the decoder is fitted on (default rwku)")
+    add_task_option(fit, "whose dev targets the decoder is fitted on")
     fit.add_argument("--out", help="where to write the decoder (default: the cache)")
     fit.set_defaults(func=cmd_fit)
     ev = dsub.add_parser("eval", help="cosine and relative error of decoded vs exact gradients on held-out facts",
                          description="Cosine and relative error between decoded and exact full-model gradients on "
                                      "held-out facts (the evaluation targets' requests), per layer role.")
     add_run_options(ev, split=False)
-    ev.add_argument("--task", default="rwku", help="benchmark whose targets supply the facts (default rwku)")
+    add_task_option(ev, "whose targets supply the facts")
     ev.add_argument("--decoder", help="a fitted decoder file (default: fit on --proxy)")
     ev.add_argument("--compare", default=",".join(ROWS),
                     help=f"rows to report, comma-separated, from: {', '.join(ROWS)}")

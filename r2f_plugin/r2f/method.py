@@ -96,6 +96,7 @@ class R2F(OneStepUnlearner):
     Params = tuned(R2FParams, step=0.0144)  # r2f-bench tune on the knowledge world's dev split (docs/tuning.md)
     uses_proxy = True  # the decoder is fitted on it
     result_columns = (GRAD_COSINE.name,)  # decoded vs exact gradient, from diagnostics()
+    ablations = ("rank", "views", "transfer")
 
     def setup(self, model: torch.nn.Module, ctx: Context) -> None:
         p = self.params

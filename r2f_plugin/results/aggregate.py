@@ -25,7 +25,6 @@ from ..metric import METRICS
 
 BOOTSTRAP_SAMPLES = 2000
 CONFIDENCE = 0.95
-TASK_ORDER = ("rwku", "wmdp", "muse", "waterdrum")
 Record = Mapping[str, Any]
 
 
@@ -188,7 +187,10 @@ def setting_label(s: Mapping[str, Any], fields: Sequence[str]) -> str:
 
 
 def task_order(tasks: Iterable[str]) -> list[str]:
-    rank = {t: i for i, t in enumerate(TASK_ORDER)}
+    """``tasks`` as tables order them: the built-in tasks in registration order, then the rest by name."""
+    from ..plugins import registry
+
+    rank = {t: i for i, t in enumerate(registry().builtin_order("task"))}
     return sorted(set(tasks), key=lambda t: (rank.get(t, len(rank)), t))
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..attack import parse_attacks
-from ..engine.config import RunConfig
+from ..engine.config import OPTIONS, RunConfig
 from ..engine.distributed import process_state
 from ..errors import UserError
 from ..plugins import registry
@@ -131,7 +131,7 @@ def checked_after(settings: Settings) -> str:
     """``--after`` as its attack names itself, one line if the runs will not hold it: not among
     ``--attacks``, or a relearning attack with no relearning steps."""
     (after, attack), = parse_attacks(settings.after)
-    attacks = settings.run.get("attacks", "rap")
+    attacks = settings.run.get("attacks", OPTIONS["attacks"].default)
     if after not in dict(parse_attacks(attacks)):
         raise UserError(f"--after {after!r} is not among --attacks ({attacks}); add it there, e.g. --attacks rap,{after}.")
     if attack.relearns and settings.run.get("rap_steps") == 0:

@@ -33,7 +33,6 @@ from .store import Store, job_key
 if TYPE_CHECKING:
     from ..engine.run import Run
 
-ABLATION_METHOD = "r2f"
 RANKS = (2, 4, 8, 12, 16)
 VIEWS = tuple(range(1, 9))
 TRANSFER_TARGETS = tuple(f"embedded:{f}-h{h}-l4" for f in FAMILIES for h in (128, 256))

@@ -14,8 +14,8 @@ views, model or proxy) are never averaged together: they become separate
 rows, labelled by the setting fields that vary among that method's records.
 
 Tables: ``table1`` (USR / GUR per dataset), ``rap``, ``identity_alignment``, ``cost``
-(per-deletion time and peak memory, with ratios to FullGrad when present),
-``transfer`` (R2F's proxy→model matrix, when the store holds several model pairs) and,
+(per-deletion time and peak memory, with ratios to the method that declares ``cost_reference``,
+FullGrad among the built-ins, when present), ``transfer`` (R2F's proxy→model matrix, when the store holds several model pairs) and,
 on request, ``phases`` (where each target's wall time goes).
 Each states the models, data revisions and plugin versions its records came from;
 :mod:`r2f_bench.results.render` writes them as Markdown, LaTeX, CSV and HTML.
@@ -36,7 +36,6 @@ from ..jsontext import canonical_json
 from .tune import DEFAULT_MIN_GUR
 
 
-REFERENCE_METHOD = "fullgrad"
 # what every summary and table says once besides the metrics' definitions
 SEEN_NOTE = ("USR counts held-out probes, phrased apart from anything the request contains (does the forgetting "
              "generalise?); USR seen counts probes made of the request's own strings (is what was asked removed?): "
@@ -250,18 +249,21 @@ def level_table(records: Sequence[Record]) -> Table:
                  f"{SEEN_NOTE}.", columns, rows, Provenance.of(records))
 
 
-def cost_table(records: Sequence[Record]) -> Table:
-    """Per-deletion time and peak memory per dataset, with ratios to FullGrad when it was run."""
+def cost_table(records: Sequence[Record], reference: str | None = None) -> Table:
+    """Per-deletion time and peak memory per dataset, with ratios to the ``reference`` method
+    when it was run."""
     table = metric_table(records, ("seconds", "peak_mem_mb"), "cost", "Per-deletion time and memory")
-    ref = next((i for i, (lab, _) in enumerate(table.rows) if lab == REFERENCE_METHOD), None)
+    if reference is None:
+        return table
+    ref = next((i for i, (lab, _) in enumerate(table.rows) if lab == reference), None)
     if ref is None:
-        ref = next((i for i, (lab, _) in enumerate(table.rows) if lab.startswith(REFERENCE_METHOD + " [")), None)
+        ref = next((i for i, (lab, _) in enumerate(table.rows) if lab.startswith(reference + " [")), None)
     if ref is None:
         return table
     columns: list[Column] = []
     rows = [(lab, []) for lab, _ in table.rows]
     for j, col in enumerate(table.columns):
-        columns += [col, Column(col.key + "_vs_" + REFERENCE_METHOD, f"× {REFERENCE_METHOD}", col.group,
+        columns += [col, Column(col.key + "_vs_" + reference, f"× {reference}", col.group,
                                 None, 2, ratio=True)]
         base = table.rows[ref][1][j]
         for (lab, cells), (_, new) in zip(table.rows, rows):
@@ -269,7 +271,7 @@ def cost_table(records: Sequence[Record]) -> Table:
             ratio = Stat(c.mean / base.mean, None, None, c.n) if c and c.n and base and base.mean > 0 else None
             new += [c, ratio]
     table.columns, table.rows = columns, rows
-    table.note += f" × {REFERENCE_METHOD}: ratio of the mean to {REFERENCE_METHOD}'s."
+    table.note += f" × {reference}: ratio of the mean to {reference}'s."
     return table
 
 
@@ -341,9 +343,9 @@ def transfer_tables(records: Sequence[Record]) -> list[Table]:
     return tables
 
 
-def build_tables(records: Sequence[Record], phases: bool = False) -> list[Table]:
+def build_tables(records: Sequence[Record], phases: bool = False, reference: str | None = None) -> list[Table]:
     """Every table the records support, in the paper's order (``phases``: then the
-    :func:`phases_table`).
+    :func:`phases_table`; ``reference``: the method the cost table states ratios to).
 
     Only evaluation-split records count: dev-split runs (``r2f-bench tune``) choose
     hyper-parameters and never enter a leaderboard."""
@@ -364,7 +366,7 @@ def build_tables(records: Sequence[Record], phases: bool = False) -> list[Table]
         *filter(None, [attacks_table(records)]),
         metric_table(records, ("identity_alignment",), "identity_alignment", "Identity alignment (ID-align)",
                      f"{ALIGNMENT_NOTE}."),
-        cost_table(records),
+        cost_table(records, reference),
     ]
     tables += transfer_tables(records) + ([phases_table(records)] if phases else [])
     if diverged:

@@ -41,7 +41,6 @@ from ..engine.config import RunConfig
 from ..engine.record import answered, score
 from ..engine.run import Run
 
-METHOD = "grad_ascent"
 CONTROL_SLACK = 5.0
 READ_FLOOR = 90.0  # controls are held to the diagonal where rankings are read (frontier floors 95 and 90)
 MARGIN = 30.0
@@ -129,9 +128,11 @@ def never_taught_qa(world: Path) -> tuple[set[str], set[str]]:
     return taught, new
 
 
-def check_world(world: Path, seeds: Sequence[int], targets: int, strengths: Sequence[float] | None = None,
-                config: dict[str, Any] | None = None, progress: Callable[[str], None] = lambda m: None) -> dict:
-    """A1–A4 on ``world`` for ``targets`` evaluation targets and run ``seeds``."""
+def check_world(world: Path, seeds: Sequence[int], targets: int, method: str, task: str,
+                strengths: Sequence[float] | None = None, config: dict[str, Any] | None = None,
+                progress: Callable[[str], None] = lambda m: None) -> dict:
+    """A1–A4 on ``world`` (the knowledge world of ``task``'s layout) for ``targets`` evaluation
+    targets and run ``seeds``, the curves by ``method``'s strength knob."""
     from ..engine.teaching import answered_share
     from ..training.encoding import as_asked
     from ..tasks.rwku.world import DIAGNOSTICS_FILE
@@ -147,7 +148,7 @@ def check_world(world: Path, seeds: Sequence[int], targets: int, strengths: Sequ
     teach_seconds: list[float] = []
     unreadable: list[int] = []  # run seeds whose untouched utility is below GUR's floor
     for seed in seeds:
-        run = Run(RunConfig(**{"method": METHOD, "task": "rwku", "data_dir": str(world), "limit": targets,
+        run = Run(RunConfig(**{"method": method, "task": task, "data_dir": str(world), "limit": targets,
                                "dev_targets": 2, "seed": seed, **(config or {})}), progress=progress)
         run.prepare()
         teach_seconds.append(run.model_info.get("teach_seconds", 0.0))

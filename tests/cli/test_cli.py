@@ -32,7 +32,7 @@ def test_end_to_end_run_writes_the_store_that_table_reads(tmp_path, capsys):
     assert len(r["views"]) == 3 and r["threads"] == 1
     # every share or score it reports has one registered definition (counts and run facts are not metrics)
     from r2f_bench.metric import METRICS
-    floats = {k for k, v in r.items() if isinstance(v, float) and k not in ("wall_seconds", "setup_seconds")}
+    floats = {k for k, v in r.items() if isinstance(v, float) and k not in ("wall_seconds", "setup_seconds", "stored_at")}
     assert floats and floats <= set(METRICS), floats - set(METRICS)
     printed = capsys.readouterr().out
     assert "usr" in printed and "USR (%):" in printed and "ID-align (cosine):" in printed  # the legend
@@ -248,3 +248,9 @@ def test_the_suite_and_the_processes_it_spawns_run_on_one_thread():
     child = subprocess.run([sys.executable, "-c", "import torch; print(torch.get_num_threads())"],
                            capture_output=True, text=True, timeout=120, check=True)
     assert (torch.get_num_threads(), child.stdout.strip()) == (1, "1")
+
+
+def test_an_ablation_sweep_defaults_to_the_methods_that_declare_it(capsys, tmp_path):
+    assert main(["sweep", "--ablation", "rank", "--tasks", "rwku", "--dry-run", "--output", str(tmp_path)]) == 0
+    *planned, total = capsys.readouterr().out.splitlines()
+    assert total.startswith("5 jobs planned") and all("r2f/rwku/seed0 [rank=" in line for line in planned)

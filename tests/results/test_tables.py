@@ -13,7 +13,7 @@ from records import MODEL, PROXY, record, stored, synthetic
 
 @pytest.fixture
 def tables():
-    return {t.name: t for t in build_tables(synthetic())}
+    return {t.name: t for t in build_tables(synthetic(), reference="fullgrad")}
 
 
 def row(table, label):
