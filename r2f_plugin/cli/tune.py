@@ -5,46 +5,21 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..plugins import registry
-from ..results.store import Store
-from ..results.sweep import Job, execute, parse_seeds, split_list
-from ..results.tune import DEFAULT_MIN_GUR, choose, grid_points, parse_grid, refinement, render, summarize
+from ..results.sweep import parse_seeds, split_list
+from ..results.tune import DEFAULT_MIN_GUR, parse_grid, plan_searches, run_search
 from .options import (add_json_option, add_methods_option, add_run_options, add_seeds_option, add_task_option,
                       json_command, run_config, say)
 
 
 def search(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Search every method, print each search's table; the searches as JSON objects."""
-    plans = []  # (method, class, run configuration, grid points): all checked before anything runs
-    for method in split_list(args.methods):
-        cls, base = registry().method(method), run_config(args, method, args.task)
-        if args.grid:
-            points = grid_points(parse_grid(args.grid))
-        elif cls.strength is not None:
-            points = [{cls.strength.param: str(v)} for v in cls.strength.points(args.points)]
-        else:
-            points = [{}]  # no knob and no --grid: the method's defaults alone
-        for point in points:
-            cls.parse_params({**base.params, **point})  # a bad name or value fails here
-        plans.append((method, cls, base, points))
+    searches = plan_searches(split_list(args.methods), lambda method: run_config(args, method, args.task),
+                             parse_grid(args.grid) if args.grid else None, args.points)
     results, progress = [], say(args, once=True)
-    for method, cls, base, points in plans:
-        store = Store(args.output)
-
-        def evaluate(point: dict[str, str]) -> tuple[dict[str, str], dict]:
-            fields = {**base.to_dict(), "split": "dev", "params": {**base.params, **point}}
-            jobs = [Job({**fields, "seed": seed}) for seed in parse_seeds(args.seeds)]
-            keys = execute(jobs, args.output, process=(0, 1), progress=progress).keys
-            return point, summarize([r for r in map(store.get, keys) if r is not None])
-
-        rows = [evaluate(point) for point in points]
-        if not args.grid and cls.strength is not None and args.refine:
-            rows += [evaluate(point) for point in refinement(rows, cls.strength.param, args.min_gur, args.refine)]
-            rows.sort(key=lambda row: float(row[0][cls.strength.param]))
-        best, why = choose(rows, args.min_gur)
-        print(render(method, args.task, rows, best, why), flush=True)
-        results.append({"method": method, "task": args.task, "rule": why, "chosen": rows[best][0],
-                        "rows": [{"params": p, **s} for p, s in rows]})
+    for s in searches:
+        tuned = run_search(s, parse_seeds(args.seeds), args.refine, args.min_gur, progress)
+        print(tuned.render(), flush=True)
+        results.append(tuned.to_json())
     return results
 
 

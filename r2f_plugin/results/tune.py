@@ -25,9 +25,14 @@ from __future__ import annotations
 
 import itertools
 import statistics
-from typing import Any, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
 
+from ..engine.config import RunConfig
 from ..errors import UserError
+from ..plugins import registry
+from .store import Store
+from .sweep import Job, execute
 from ..metric import METRICS as SPECS
 from ..unlearner import log_spaced
 
@@ -66,7 +71,7 @@ def refinement(rows: Sequence[tuple[dict[str, str], dict[str, float | None]]], p
     return []
 
 
-def summarize(records: list[dict]) -> dict[str, float | None]:
+def tune_means(records: list[dict]) -> dict[str, float | None]:
     """Mean of each metric over the records that have it."""
     out: dict[str, float | None] = {}
     for m in METRICS:
@@ -105,3 +110,73 @@ def render(method: str, task: str, rows: list, best: int, why: str) -> str:
     sets = " ".join(f"--set {k}={v}" for k, v in rows[best][0].items())
     lines += ["", f"Run the choice: `r2f-bench --method {method} --task {task}{' ' + sets if sets else ''}`"]
     return "\n".join(lines) + "\n"
+
+
+Row = tuple[dict[str, str], dict[str, float | None]]  # a searched point and its means (:func:`tune_means`)
+
+
+@dataclass(frozen=True)
+class Search:
+    """One method's search: its run configuration, the points to run and the knob to refine along."""
+
+    method: str
+    base: RunConfig
+    points: list[dict[str, str]]
+    knob: str | None  # the strength parameter refined between points (None: a given grid, or no knob)
+
+
+@dataclass(frozen=True)
+class Tuned:
+    """A finished search: every row, the chosen one and why."""
+
+    search: Search
+    rows: list[Row]
+    best: int
+    why: str
+
+    def render(self) -> str:
+        return render(self.search.method, self.search.base.task, self.rows, self.best, self.why)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"method": self.search.method, "task": self.search.base.task, "rule": self.why,
+                "chosen": self.rows[self.best][0], "rows": [{"params": p, **s} for p, s in self.rows]}
+
+
+def plan_searches(methods: Sequence[str], base_of: Callable[[str], RunConfig], grid: dict[str, list[str]] | None,
+                  points: int) -> list[Search]:
+    """Every method's search, each point's parameters checked before anything runs: ``grid``
+    where given, else ``points`` strengths of the method's knob, else its defaults alone."""
+    searches = []
+    for method in methods:
+        cls, base = registry().method(method), base_of(method)
+        knob = None if grid else cls.strength
+        if grid:
+            chosen = grid_points(grid)
+        elif knob is not None:
+            chosen = [{knob.param: str(v)} for v in knob.points(points)]
+        else:
+            chosen = [{}]  # no knob and no --grid: the method's defaults alone
+        for point in chosen:
+            cls.parse_params({**base.params, **point})  # a bad name or value fails here
+        searches.append(Search(method, base, chosen, knob.param if knob else None))
+    return searches
+
+
+def run_search(search: Search, seeds: Sequence[int], refine: int, min_gur: float,
+               progress: Callable[[str], None]) -> Tuned:
+    """Run ``search``'s points on the dev split for ``seeds`` (stored in ``search.base.output``;
+    a re-run resumes), ``refine`` more between the two that cross ``min_gur``, and choose."""
+    store = Store(search.base.output)
+
+    def evaluate(point: dict[str, str]) -> Row:
+        fields = {**search.base.to_dict(), "split": "dev", "params": {**search.base.params, **point}}
+        jobs = [Job({**fields, "seed": seed}) for seed in seeds]
+        keys = execute(jobs, search.base.output, process=(0, 1), progress=progress).keys
+        return point, tune_means([r for r in map(store.get, keys) if r is not None])
+
+    rows = [evaluate(point) for point in search.points]
+    if search.knob is not None and refine:
+        rows += [evaluate(point) for point in refinement(rows, search.knob, min_gur, refine)]
+        rows.sort(key=lambda row: float(row[0][search.knob]))
+    best, why = choose(rows, min_gur)
+    return Tuned(search, rows, best, why)

@@ -167,33 +167,6 @@ def test_inference_time_method_refuses_to_save_a_checkpoint(tmp_path, capsys):
     assert "edits no weights" in capsys.readouterr().err
 
 
-def test_tune_rule_and_command(tmp_path, capsys):
-    from r2f_bench.results.tune import choose, grid_points
-
-    assert grid_points({"b": (1, 2), "a": ("x",)}) == [{"a": "x", "b": "1"}, {"a": "x", "b": "2"}]
-    row = lambda usr, gur: ({}, {"usr": usr, "gur": gur})
-    assert choose([row(90, 80), row(60, 95), row(50, 99)], 90)[0] == 1  # best USR among GUR ≥ 90
-    assert choose([row(90, 80), row(60, 85)], 90)[0] == 1  # none qualifies: best GUR
-    assert main(["tune", "--method", "fullgrad", "--grid", "step=0.005,0.04", "--limit", "1", "--dev-targets", "2",
-                 "--output", str(tmp_path), "--json", *TINY_ARGS]) == 0
-    printed = capsys.readouterr()
-    out = printed.out
-    search = json.loads(out[out.index("[\n"):])[0]
-    assert [r["params"] for r in search["rows"]] == [{"step": "0.005"}, {"step": "0.04"}]
-    # the search's runs say what they run on once, not once a run; the table says how to run the choice
-    assert printed.err.count("1 evaluation target, 2 dev targets") == 1
-    assert f"Run the choice: `r2f-bench --method fullgrad --task rwku --set step={search['chosen']['step']}`" in printed.err
-    assert all(r["targets"] == 1 for r in search["rows"])
-    assert search["chosen"] in ({"step": "0.005"}, {"step": "0.04"})
-    # every dev-split record stays out of the leaderboard
-    from r2f_bench.results.store import Store
-    from r2f_bench.results.tables import build_tables
-
-    records = list(Store(tmp_path).records())
-    assert records and all(r["config"]["split"] == "dev" for r in records)
-    assert build_tables(records) == []
-
-
 def test_string_data_teaches_the_runs_targets_and_every_retain_window(tmp_path):
     """Real (string) data teaches what the run uses: its evaluation and dev targets, under
     every kind of request, with the requests built as the run builds them."""
