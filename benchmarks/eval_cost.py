@@ -135,12 +135,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{run.model_label}: {params / 1e6:.1f}M parameters, loaded in {load:.1f} s; float32 GEMM "
               f"{rate / 1e9:.1f} GFLOP/s on {args.threads} threads; target {target.id}", file=sys.stderr)
         tokens = Tokens(m)
-        sets = run.probe_sets(target)
+        sets = run.scope.probe_sets(target)
         probes = sum(len(v) for v in sets.values())
-        forget = sum(len(v) for v in run.probe_sets(target, forget_only=True).values())
+        forget = sum(len(v) for v in run.scope.probe_sets(target, forget_only=True).values())
         prompts = len(run.bench.general_prompts)
         request = run.request(target)
-        planned = run.attacks.plan(target, request)  # the run's attacks (default: RAP alone)
+        planned = run.attacks.prepare(target, request)  # the run's attacks (default: RAP alone)
         rows = [phase("untouched evaluation", tokens, flops, rate, probes, lambda: ev.scores(m, target)),
                 phase("alignment reference", tokens, flops, rate, prompts, ev.reference)]
         model = run.weights.edited()

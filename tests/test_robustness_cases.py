@@ -131,8 +131,10 @@ def light_run(tmp_path, monkeypatch):
               progress=said.append)
     run.model, run.tokenizer, run.device, run.said, run.evaluations = torch.nn.Linear(1, 1), None, torch.device("cpu"), said, []
     run.weights = Weights(run.model, run.out_dir, run.config.method)
-    run.evaluator = evaluate.Evaluator(run, SimpleNamespace(label="stand-in", info={}, tokenizer=None, chat_template=False), run.weights)
-    run.attacks = Attacks("rap", run.evaluator, run.weights, SimpleNamespace(seed=0, tokenizer=None), Budget(5, 1e-3))
+    run.evaluator = evaluate.Evaluator(run.scope, SimpleNamespace(label="stand-in", info={}, tokenizer=None,
+                                                                  chat_template=False), run.weights, run.config, said.append)
+    run.attacks = Attacks("rap", run.scope, run.evaluator, run.weights, SimpleNamespace(seed=0, tokenizer=None),
+                          Budget(5, 1e-3), said.append)
 
     def score_sets(model, sets, sampling=None, reply=""):
         run.evaluations.append(set(sets))
@@ -148,10 +150,10 @@ def light_run(tmp_path, monkeypatch):
 @pytest.mark.parametrize("entry", [{}, [], 5, [1], {"forget_qa": [1]}],
                          ids=["empty object", "empty array", "a number", "rows not objects", "a set's rows not objects"])
 def test_wrong_shape_cache_entries_are_set_aside_and_rebuilt(kind, entry, light_run):
-    from r2f_bench.engine.attacks import Planned
+    from r2f_bench.engine.attacks import Prepared
 
     run, target = light_run, light_run.targets[0]
-    planned = [Planned("rap", run.attacks.attacks[0][1], [])]
+    planned = [Prepared("rap", run.attacks.attacks[0][1], [])]
     read = (lambda: run.evaluator.untouched(target)) if kind == "untouched" else (lambda: run.attacks.controls(target, planned)["rap"])
     first = read()
     path = run.evaluator.untouched_paths(target)["forget_qa"]
@@ -315,11 +317,11 @@ def test_what_unlearn_returns_is_checked_as_it_returns(returned, message, light_
     monkeypatch.setattr(run, "prepare", lambda: None)
     monkeypatch.setattr(run, "request", lambda target: SimpleNamespace(retain=Watched()))
     monkeypatch.setattr(run.evaluator, "reference", lambda: [])  # identity alignment's, which needs a tokenizer
-    monkeypatch.setattr(run, "attacks", SimpleNamespace(plan=lambda target, request: [], controls=lambda target, planned: {},
+    monkeypatch.setattr(run, "attacks", SimpleNamespace(prepare=lambda target, request: [], controls=lambda target, planned: {},
                                                          after=lambda model, target, planned: {}))
     with pytest.raises(UserError) as exc:
         run.run_target(run.targets[0])
-    assert str(exc.value) == message and run.evaluations == [set(run.probe_sets(run.targets[0]))]  # the untouched model's only
+    assert str(exc.value) == message and run.evaluations == [set(run.scope.probe_sets(run.targets[0]))]  # the untouched model's only
 
 
 def test_atomically_written_files_follow_the_umask(tmp_path):

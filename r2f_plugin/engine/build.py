@@ -1,16 +1,17 @@
 """Building what a run works on: the model (an embedded one taught what
 :meth:`~r2f_bench.engine.plan.Plan.knowledge` says, or a hub name or path, taught the
 knowledge world when the data is one), the proxy, the paraphrase views, and each
-target's deletion request."""
+target's deletion request. Each step takes the values it reads (:class:`BuildInputs`,
+:class:`~.scope.Scope`), never the run's plan."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 
-from ..data import ForgetRequest, Probe, Target
+from ..data import ForgetRequest, Probe, Target, Teaching
 from ..errors import UserError
 from ..training.gradients import linear_modules
 from ..unlearner import Proxy
@@ -19,10 +20,13 @@ from .budget import Watched
 from .models import (DEFAULT_PROXY, DEFAULT_MODEL, EmbeddedSpec, cut_to_first_layers, dispatch, dtype_of, embedded_model,
                      first_layers_of, hf_model, weights_key)
 from .config import RunConfig
-from .plan import Plan
+from .scope import Scope
 from .teaching import answers_phrase
 from .views import build_views, make_paraphraser
 from .world_teaching import Schedule, proxy_key, teach_world
+
+if TYPE_CHECKING:
+    from .plan import Plan
 
 
 def taught_label(info: dict) -> str:
@@ -61,75 +65,94 @@ class Built:
     proxy: Proxy | None
 
 
-def teach_plan(config: RunConfig) -> Schedule:
+@dataclass(frozen=True)
+class BuildInputs:
+    """What building the run's models reads: the run's ``config``; ``knowledge``, what a model
+    is taught and the prompts an embedded tokenizer sees (computed on first call: only an
+    embedded model or a knowledge world needs it); whether the data is a knowledge ``world``;
+    its paraphrase ``alternatives``; whether the method ``uses_proxy``."""
+
+    config: RunConfig
+    knowledge: Callable[[], tuple[Teaching, list[str]]]
+    world: bool
+    alternatives: Any
+    uses_proxy: bool
+    progress: Callable[[str], None]
+
+    @classmethod
+    def of(cls, plan: "Plan") -> "BuildInputs":
+        return cls(plan.config, plan.knowledge, plan.bench.world is not None, plan.bench.alternatives,
+                   bool(plan.method_cls and plan.method_cls.uses_proxy), plan.progress)
+
+
+def schedule_of(config: RunConfig) -> Schedule:
     """The schedule a pretrained model is taught a knowledge world on (--teach-epochs, --teach-lr)."""
     return Schedule(config.teach_epochs, config.teach_lr)
 
 
-def load_model(plan: Plan, spec: str, default: EmbeddedSpec,
-                device: torch.device) -> tuple[torch.nn.Module, Any, str, dict]:
+def load_model(inputs: BuildInputs, spec: str, default: EmbeddedSpec,
+               device: torch.device) -> tuple[torch.nn.Module, Any, str, dict]:
     """(model, tokenizer, label, build info) for an embedded spec, hub name or path; a
     pretrained model run on a knowledge world is taught it first (:mod:`.world_teaching`)."""
-    config, es = plan.config, embedded_spec(spec, default)
+    config, es = inputs.config, embedded_spec(spec, default)
     if es is not None:
-        teaching, prompts = plan.knowledge()
-        model, tok, info = embedded_model(es, teaching.facts, prompts, progress=plan.progress, device=device,
+        teaching, prompts = inputs.knowledge()
+        model, tok, info = embedded_model(es, teaching.facts, prompts, progress=inputs.progress, device=device,
                                           seed=config.seed, world=teaching.texts, check=teaching.check)
         model = model.to(dtype_of(config.dtype))
         model = dispatch(model, config.device_map) if config.device_map else model
         return model, tok, f"{info['label']} ({taught_label(info)})", info
     model, tok, key = hf_model(spec, trust_remote_code=config.trust_remote_code, dtype=config.dtype,
-                               device_map=config.device_map, progress=plan.progress)
+                               device_map=config.device_map, progress=inputs.progress)
     model = model if config.device_map else model.to(device)
-    if plan.bench.world is None:
+    if not inputs.world:
         return model, tok, spec, {"key": key}
-    info = teach_world(model, tok, key, plan.knowledge()[0], chat_template(config.chat_template, tok, spec),
-                       config.dtype, config.seed, plan.progress, teach_plan(config))
+    info = teach_world(model, tok, key, inputs.knowledge()[0], chat_template(config.chat_template, tok, spec),
+                       config.dtype, config.seed, inputs.progress, schedule_of(config))
     return model, tok, f"{spec} ({taught_label(info)})", info
 
 
-def build_proxy(plan: Plan, device: torch.device, model_label: str, model_key: str) -> Proxy:
+def build_proxy(inputs: BuildInputs, device: torch.device, model_label: str, model_key: str) -> Proxy:
     """The --proxy model, built on first use. Its key says what determines its weights
     before it is built: for an embedded model the key of its weights (a shipped model's
     hash, else its build key: architecture, seed, taught facts); for ``first-layers:N`` the
     model's own key (its untouched weights, loaded again and cut); else its name or path,
     with what it is taught on a knowledge world (:func:`~.world_teaching.proxy_key`)."""
-    spec = plan.config.proxy
+    config = inputs.config
+    spec = config.proxy
     es = embedded_spec(spec, DEFAULT_PROXY)
     if (n := first_layers_of(spec)) is not None:
-        config = plan.config
 
         def cut() -> tuple[torch.nn.Module, Any]:
-            model, tok = load_model(plan, config.model, DEFAULT_MODEL, device)[:2]
+            model, tok = load_model(inputs, config.model, DEFAULT_MODEL, device)[:2]
             return cut_to_first_layers(model, n, config.model), tok
 
         return Proxy(f"{model_label}, first {n} layers", f"{spec}@{model_key}", cut)
-    if es is None and plan.bench.world is not None:  # taught the world when built: keyed by what it is taught
-        label, key = spec, proxy_key(spec, plan.knowledge()[0], plan.config.chat_template, plan.config.dtype,
-                                     plan.config.seed, teach_plan(plan.config))
+    if es is None and inputs.world:  # taught the world when built: keyed by what it is taught
+        label, key = spec, proxy_key(spec, inputs.knowledge()[0], config.chat_template, config.dtype, config.seed,
+                                     schedule_of(config))
     elif es is None:
         label = key = spec
     else:
         label = es.label
-        teaching, prompts = plan.knowledge()
-        key = f"{es.label}@{weights_key(es, teaching.facts, prompts, seed=plan.config.seed, world=teaching.texts)}"
-    return Proxy(label, key, lambda: load_model(plan, spec, DEFAULT_PROXY, device)[:2])
+        teaching, prompts = inputs.knowledge()
+        key = f"{es.label}@{weights_key(es, teaching.facts, prompts, seed=config.seed, world=teaching.texts)}"
+    return Proxy(label, key, lambda: load_model(inputs, spec, DEFAULT_PROXY, device)[:2])
 
 
-def build_models(plan: Plan, device: torch.device) -> Built:
+def build_models(inputs: BuildInputs, device: torch.device) -> Built:
     """Build (or load) the model, the paraphraser its views come from and, for a
     method that uses one, the proxy; --target-modules this model lacks fail here."""
-    config = plan.config
-    model, tok, label, info = load_model(plan, config.model, DEFAULT_MODEL, device)
+    config = inputs.config
+    model, tok, label, info = load_model(inputs, config.model, DEFAULT_MODEL, device)
     if config.target_modules:
         linear_modules(model, config.target_modules)
     chat = chat_template(config.chat_template, tok, config.model)
-    paraphraser = make_paraphraser(config.paraphraser, model, tok, plan.bench.alternatives, chat)
-    proxy = build_proxy(plan, device, label, info.get("key", label)) \
-        if plan.method_cls and plan.method_cls.uses_proxy else None
+    paraphraser = make_paraphraser(config.paraphraser, model, tok, inputs.alternatives, chat)
+    proxy = build_proxy(inputs, device, label, info.get("key", label)) if inputs.uses_proxy else None
     embedded = config.model.startswith("embedded")
-    knowledge = {"embedded": embedded, "taught": embedded or plan.bench.world is not None,
-                 "taught_strings": embedded and plan.knowledge()[0].strings,
+    knowledge = {"embedded": embedded, "taught": embedded or inputs.world,
+                 "taught_strings": embedded and inputs.knowledge()[0].strings,
                  "never_taught_answered": info.get("never_taught_answered")}
     return Built(model, tok, chat, label, info, knowledge,
                  lambda facts: build_views(facts, config.views, paraphraser, config.seed), proxy)
@@ -145,8 +168,8 @@ def chat_template(setting: str, tokenizer: Any, model: str) -> bool:
     return has and setting != "off"
 
 
-def forget_request(plan: Plan, built: Built, target: Target) -> ForgetRequest:
+def forget_request(scope: Scope, built: Built, target: Target) -> ForgetRequest:
     """The deletion request every method gets for ``target``: the same views and retain items."""
     views = built.views(target.request)
-    protocol.check_views(target, views, plan.bench)
-    return ForgetRequest(target=target.id, views=views, retain=Watched(plan.retain_for(target)), name=target.name)
+    protocol.check_views(target, views, scope.bench)
+    return ForgetRequest(target=target.id, views=views, retain=Watched(scope.retain_for(target)), name=target.name)

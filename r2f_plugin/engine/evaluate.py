@@ -19,7 +19,8 @@ from .distributed import single_process_eval
 from .evalcache import cached, entry_path, read
 from .lmeval import evaluate_probes
 from .metrics import distributions, identity_alignment, positions
-from .plan import Plan
+from .config import RunConfig
+from .scope import Scope
 from .weights import UNTOUCHED, Weights
 
 EVAL_VERSION = "3"
@@ -46,25 +47,27 @@ def scores_shape(scores: Any, sets: dict[str, list[Probe]]) -> str | None:
 
 
 class Evaluator:
-    """Scores the run's models on a target's probe sets (:meth:`Plan.probe_sets`); the
-    untouched model is ``weights`` put back to its untouched snapshot."""
+    """Scores the run's models on a target's probe sets (:meth:`.Scope.probe_sets`); the
+    untouched model is ``weights`` put back to its untouched snapshot. ``config`` gives the
+    work folder (``output``), the batch size and the key's task and dtype."""
 
-    def __init__(self, plan: Plan, built: Built, weights: Weights) -> None:
-        self.plan, self.built, self.weights = plan, built, weights
+    def __init__(self, scope: Scope, built: Built, weights: Weights, config: RunConfig,
+                 progress: Callable[[str], None]) -> None:
+        self.scope, self.built, self.weights, self.config, self.progress = scope, built, weights, config, progress
         self._reference: Reference | None = None
 
     def scores(self, model: torch.nn.Module, target: Target, forget_only: bool = False) -> dict[str, list[dict]]:
         """Per-probe scores of ``model`` on ``target``'s probe sets (``forget_only``: its
         forget sets alone), by probe set."""
-        return self.score_sets(model, self.plan.probe_sets(target, forget_only))
+        return self.score_sets(model, self.scope.probe_sets(target, forget_only))
 
     def score_sets(self, model: torch.nn.Module, sets: dict[str, list[Probe]],
                    sampling: tuple[int, float, int] | None = None, reply: str = "") -> dict[str, list[dict]]:
         """Per-probe scores of ``model`` on the probe ``sets``, by set (one lm-eval call;
         ``sampling`` and ``reply``: see :func:`~.lmeval.evaluate_probes`)."""
-        with single_process_eval(), tempfile.TemporaryDirectory(prefix=".work-", dir=self.plan.out_dir) as workdir:
-            return evaluate_probes(model, self.built.tokenizer, self.plan.task, sets, Path(workdir),
-                                   self.plan.config.eval_batch_size, self.built.chat_template, sampling, reply)
+        with single_process_eval(), tempfile.TemporaryDirectory(prefix=".work-", dir=self.config.output) as workdir:
+            return evaluate_probes(model, self.built.tokenizer, self.scope.task, sets, Path(workdir),
+                                   self.config.eval_batch_size, self.built.chat_template, sampling, reply)
 
     def model_key(self) -> list[Any]:
         """What the untouched model's answers depend on: the model (its weights' key), its
@@ -72,7 +75,7 @@ class Evaluator:
         template. (Not the CPU thread count: it changes only the order of float sums.)"""
         device = next(self.weights.model.parameters()).device.type
         on = [device] if device != "cpu" else []  # CPU keys as they were before devices were keyed: caches stay
-        return [EVAL_VERSION, self.built.label, self.built.info.get("key", ""), self.plan.config.dtype, *on,
+        return [EVAL_VERSION, self.built.label, self.built.info.get("key", ""), self.config.dtype, *on,
                 self.built.chat_template]
 
     def untouched_paths(self, target: Target, forget_only: bool = False) -> dict[str, Path]:
@@ -80,19 +83,19 @@ class Evaluator:
         set, keyed by the model and the set's probes (so the utility set, the same for every
         target, is evaluated once per model), and ``extra`` (the task's extra scores) keyed
         by the target and the data revision."""
-        task, key = self.plan.config.task, self.model_key()
+        task, key = self.config.task, self.model_key()
         paths = {name: entry_path(f"{task}-untouched", [*key, name, [(p.prompt, p.answer) for p in probes]])
-                 for name, probes in self.plan.probe_sets(target, forget_only).items()}
+                 for name, probes in self.scope.probe_sets(target, forget_only).items()}
         if not forget_only:
-            paths[EXTRA] = entry_path(f"{task}-extra", [*key, target.id, self.plan.bench.revision])
+            paths[EXTRA] = entry_path(f"{task}-extra", [*key, target.id, self.scope.bench.revision])
         return paths
 
     def untouched(self, target: Target, forget_only: bool = False) -> dict[str, Any]:
         """The untouched model's evaluation on ``target``: its per-probe ``scores`` and (unless
         ``forget_only``) the task's ``extra`` scores, each set read from the cache or
         evaluated (the missing sets in one call) and written there."""
-        sets, paths = self.plan.probe_sets(target, forget_only), self.untouched_paths(target, forget_only)
-        progress = self.plan.progress
+        sets, paths = self.scope.probe_sets(target, forget_only), self.untouched_paths(target, forget_only)
+        progress = self.progress
         scores = {name: read(paths[name], lambda rows, ps=probes: rows_shape(rows, ps), progress)
                   for name, probes in sets.items()}
         missing = {name: sets[name] for name, rows in scores.items() if rows is None}
@@ -103,8 +106,8 @@ class Evaluator:
         if forget_only:
             return {"scores": scores}
         extra = cached(paths[EXTRA], lambda entry: None if isinstance(entry, dict) else "not an object of scores",
-                       lambda: self.plan.task.extra_scores(self.weights.at(UNTOUCHED), self.built.tokenizer,
-                                                           self.plan.bench, target), progress)
+                       lambda: self.scope.task.extra_scores(self.weights.at(UNTOUCHED), self.built.tokenizer,
+                                                           self.scope.bench, target), progress)
         return {"scores": scores, "extra": extra}
 
     def reference(self) -> "Reference":
@@ -112,12 +115,12 @@ class Evaluator:
         a file of the cache keyed by the model and the prompts, written by the first run of
         this model (before its first edit) and read one batch at a time."""
         if self._reference is None:
-            prompts = self.plan.bench.general_prompts
+            prompts = self.scope.bench.general_prompts
             key = self.model_key()[:-1]  # the prompts are raw text: the chat template plays no part
-            path = entry_path(f"{self.plan.config.task}-reference", [*key, prompts]).with_suffix(".npy")
+            path = entry_path(f"{self.config.task}-reference", [*key, prompts]).with_suffix(".npy")
             rows = positions(self.built.tokenizer, prompts)
             vocab = self.weights.model.get_output_embeddings().weight.shape[0]
-            self._reference = Reference.read(path, rows, vocab, self.plan.progress)
+            self._reference = Reference.read(path, rows, vocab, self.progress)
             if self._reference is None:
                 self._reference = Reference.write(path, rows, distributions(self.weights.at(UNTOUCHED),
                                                                              self.built.tokenizer, prompts))
@@ -125,7 +128,7 @@ class Evaluator:
 
     def alignment(self, model: torch.nn.Module) -> float:
         """Identity alignment of ``model`` to the untouched model."""
-        return identity_alignment(self.reference(), model, self.built.tokenizer, self.plan.bench.general_prompts)
+        return identity_alignment(self.reference(), model, self.built.tokenizer, self.scope.bench.general_prompts)
 
 
 class Reference:

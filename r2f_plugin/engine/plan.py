@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import random
 from pathlib import Path
 from typing import Any, Callable
 
@@ -16,13 +15,14 @@ from .. import __version__
 from ..atomic import check_writable
 from ..attack import parse_attacks
 from ..cache import check_cache
-from ..data import Benchmark, Probe, Target, Teaching
+from ..data import Target, Teaching
 from ..errors import UserError
 from ..plugins import registry
-from ..task import HELD_OUT, LOCALITY, NAME_CONTROL, SEEN
+from ..task import HELD_OUT, SEEN
 from . import protocol
 from .config import SPLITS, TEACH_EPOCHS, TEACH_LR, RunConfig, check_bounds
 from .models import EmbeddedSpec, check_model_path, first_layers_of
+from .scope import Scope, scored_split
 from .views import check_paraphraser
 
 
@@ -35,34 +35,19 @@ def capped_threads(threads: int | None, progress: Callable[[str], None]) -> int 
     return cores
 
 
-def split_of(bench: Benchmark, split: str) -> Benchmark:
-    """The targets scored and the dev targets methods fit on. The eval split scores the
-    evaluation targets; the dev split (tuning) scores the first half of the dev targets
-    (rounded down) and lets methods fit on the rest, so tuning never fits on what it
-    scores."""
-    if split == "eval":
-        return bench
-    dev = bench.dev_targets
-    if len(dev) < 2:
-        raise UserError("the dev split needs at least 2 dev targets (one half is scored, methods fit on the "
-                        "other); pass --dev-targets 2 or more.")
-    scored = len(dev) // 2
-    return protocol.hold_out(dataclasses.replace(bench, targets=dev[:scored], dev_targets=dev[scored:]))
-
-
 class Plan:
     """A run's checked inputs and data (no model): constructing it fails with one line on
     a bad option, loads the benchmark and picks the targets the run scores.
 
-    ``config`` (completed: capped ``threads``, the task's default ``forget_source``),
-    ``task``, ``method_cls`` and ``params`` (``None`` for a plan that runs no method:
-    ``config.method`` empty, e.g. the knowledge scan), ``bench`` (the loaded data), ``split`` (the
-    targets scored and the dev targets methods fit on), ``targets`` (those of the split
-    that can be scored) and ``out_dir``.
+    ``config`` (a completed copy of the one given: capped ``threads``, the task's default
+    ``forget_source``), ``task``, ``method_cls`` and ``params`` (``None`` for a plan that runs no
+    method: ``config.method`` empty, e.g. the knowledge scan), ``bench`` (the loaded data),
+    ``scope`` (:class:`~.scope.Scope`: what is scored, what methods fit on), ``targets`` (those
+    of the split that can be scored) and ``out_dir``.
     """
 
     def __init__(self, config: RunConfig, progress: Callable[[str], None] = print) -> None:
-        self.config, self.progress = config, progress
+        self.progress = progress
         reg = registry()
         self.method_cls = reg.method(config.method) if config.method else None
         self.task = reg.task(config.task)()
@@ -85,7 +70,7 @@ class Plan:
         self.out_dir = Path(config.output)
         check_writable(self.out_dir)
         check_cache()
-        config.threads = capped_threads(config.threads, progress)
+        config = dataclasses.replace(config, threads=capped_threads(config.threads, progress))
         if config.save_model and self.method_cls:
             if not self.method_cls.edits_weights:
                 raise UserError(f"method {config.method!r} edits no weights (it wraps the model at inference), so "
@@ -99,13 +84,15 @@ class Plan:
             choices = ", ".join(self.task.forget_sources) or "none: it has one kind of request"
             raise UserError(f"task {config.task!r} has no forget source {config.forget_source!r}; choices: {choices}.")
         if config.forget_source is None and self.task.forget_sources:  # one store key for the same work
-            config.forget_source = self.task.forget_sources[0]
+            config = dataclasses.replace(config, forget_source=self.task.forget_sources[0])
+        self.config = config
         self.source = self.task.locate(config.data_dir)
         self.bench = self.task.load(self.source, config.targets, config.limit, config.dev_targets, config.forget_source)
         protocol.check(self.bench, config.task)
         self._check_dev_targets()
-        self.split = split_of(self.bench, config.split)
-        self.targets = self._scorable(self.split.targets)
+        scored = scored_split(self.bench, config.split)
+        self.targets = self._scorable(scored.targets)
+        self.scope = Scope(self.task, self.bench, scored, self.targets, config.seed, config.retain_items)
         if not self.targets:
             raise UserError(f"no {config.task} target has both a request and forget probes in {self.bench.source}; "
                             f"check the data or pick other --targets.")
@@ -159,35 +146,6 @@ class Plan:
         which does what runs did before it: an older store's results keep their keys."""
         return {f.name: getattr(self.params, f.name) for f in dataclasses.fields(self.params)
                 if not (f.metadata.get("added") and getattr(self.params, f.name) == f.default)}
-
-    # -- per target -----------------------------------------------------------
-    def roles(self, target: Target) -> dict[str, list[str]]:
-        """The target's non-empty probe sets by role (:data:`~r2f_bench.task.ROLES`):
-        ``held_out`` forget sets (the headline USR), ``seen`` sets (the request's own
-        strings), ``locality`` (neighbour) sets and the ``name_control`` set."""
-        sets = [s for s, ps in target.probes.items() if ps]
-        return {role: [s for s in sets if self.task.role(s, self.bench) == role]
-                for role in (HELD_OUT, SEEN, LOCALITY, NAME_CONTROL)}
-
-    def probe_sets(self, target: Target, forget_only: bool = False) -> dict[str, list[Probe]]:
-        """The probe sets a model is scored on for ``target``: its forget sets, then (unless
-        ``forget_only``) its locality and name-control sets and the task's utility set."""
-        roles = self.roles(target)
-        names = roles[HELD_OUT] + roles[SEEN] + ([] if forget_only else roles[LOCALITY] + roles[NAME_CONTROL])
-        sets = {s: target.probes[s] for s in names}
-        if not forget_only:
-            sets[self.task.utility_set] = self.bench.utility
-        return sets
-
-    def retain_for(self, target: Target) -> list[Probe]:
-        """A request's retain items: a seeded sample of the fitting targets' requests, of the
-        same size in both splits (what the dev split's fitting half holds, capped by
-        ``retain_items``)."""
-        dev = self.bench.dev_targets
-        fitting = dev[len(dev) // 2:] if len(dev) > 1 else dev
-        size = min(self.config.retain_items, sum(len(t.request) for t in fitting))
-        pool = self.split.retain_pool()
-        return random.Random(f"{self.config.seed}:{target.id}").sample(pool, min(size, len(pool)))
 
     def knowledge(self) -> tuple[Teaching, list[str]]:
         """What a model is taught before the run (an embedded model always; a pretrained one

@@ -6,18 +6,19 @@ from __future__ import annotations
 
 import platform
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
 from ..cost import TARGET_PHASES, Cost
-from ..data import ForgetRequest, Target
+from ..data import Benchmark, ForgetRequest, Target
 from ..jsontext import json_safe
 from ..metric import CORE, METRICS
 from ..task import ACC, ANSWERED, HELD_OUT, LOCALITY, NAME_CONTROL, SCORE, SEEN
 from .build import Built
 from .metrics import MIN_UTILITY, echo_answerable, kept, mean, pooled, recovery, retention, usr
-from .plan import Plan
+from .config import RunConfig
+from .scope import Scope
 
 RAP = "rap"  # the paper's relearning attack: its scores are also the record's ``rap`` and ``rap_control``
 
@@ -50,16 +51,24 @@ class Measured:
     controls: dict[str, Scores]
 
 
-def provenance(plan: Plan, built: Built, request: ForgetRequest, phases_once: dict[str, float], wall: float,
+def run_facts(config: RunConfig, bench: Benchmark, params: dict[str, Any], versions: dict[str, str]) -> dict[str, Any]:
+    """What every record of a run states alike: the run's (completed) configuration, its
+    method's resolved ``params``, the code ``versions`` and the data it ran on."""
+    return {"request_source": bench.request_source, "config": config.to_dict(), "params": params,
+            "versions": versions, "data_revision": bench.revision}
+
+
+def provenance(facts: dict[str, Any], built: Built, request: ForgetRequest, phases_once: dict[str, float], wall: float,
                spent: dict[str, float], on_cpu: bool) -> dict[str, Any]:
-    """What every record states besides its scores: among them the wall seconds of the
-    target's phases that ran (``phases``) and the run's one-time costs (``phases_once``)."""
-    return {"request_source": plan.bench.request_source,
+    """What every record states besides its scores: the run's ``facts`` (:func:`run_facts`),
+    the request's views, the models, and the wall seconds of the target's phases that ran
+    (``phases``) and the run's one-time costs (``phases_once``)."""
+    return {"request_source": facts["request_source"],
             "views": [[p.question for p in view] for view in request.views],
             "models": {"target": built.label, "proxy": built.proxy.label if built.proxy else None},
             "knowledge": built.knowledge, "chat_template": built.chat_template,
-            "config": plan.config.to_dict(), "params": plan.resolved_params(),
-            "versions": plan.versions(), "data_revision": plan.bench.revision,
+            "config": facts["config"], "params": facts["params"],
+            "versions": facts["versions"], "data_revision": facts["data_revision"],
             "setup_seconds": phases_once["setup"], "wall_seconds": wall,
             "phases": {p: spent[p] for p in TARGET_PHASES if p in spent},
             "phases_once": dict(phases_once), "host": platform.node(),
@@ -67,10 +76,13 @@ def provenance(plan: Plan, built: Built, request: ForgetRequest, phases_once: di
 
 
 class Recorder:
-    """The records of one run's targets (``plan``), and their headline."""
+    """The records of one run's targets, scored as ``scope`` says, and their headline; each
+    names the run's method, task and seed (``config``) and holds the method's own
+    ``result_columns``."""
 
-    def __init__(self, plan: Plan) -> None:
-        self.plan = plan
+    def __init__(self, scope: Scope, config: RunConfig, result_columns: tuple[str, ...],
+                 progress: Callable[[str], None]) -> None:
+        self.scope, self.config, self.result_columns, self.progress = scope, config, result_columns, progress
         self._low_utility_said = False
 
     def gur(self, before: float, after: float) -> float | None:
@@ -78,15 +90,15 @@ class Recorder:
         untouched model scores below :data:`~r2f_bench.engine.metrics.MIN_UTILITY`, said once per run."""
         if before < MIN_UTILITY and not self._low_utility_said:
             self._low_utility_said = True
-            self.plan.progress(f"warning: the untouched model scores {before:.1f}% on the utility set, below the "
+            self.progress(f"warning: the untouched model scores {before:.1f}% on the utility set, below the "
                                f"{MIN_UTILITY:g}% floor: GUR, a ratio to it, is n/a in this run's records")
         return retention(before, after, MIN_UTILITY)
 
     def headline(self, target: Target, before: Scores, after: Scores) -> tuple[float | None, float | None]:
         """(USR, GUR) of one deletion from the per-probe scores before and after (GUR ``None``
         when ``after`` holds no utility scores: a forget-only evaluation)."""
-        task = self.plan.task
-        held_out, util = self.plan.roles(target)[HELD_OUT], task.utility_set
+        task = self.scope.task
+        held_out, util = self.scope.roles(target)[HELD_OUT], task.utility_set
         known = {s: sum(self.known(target, before, s)) for s in held_out}
         by_level = {s: usr(self.known(target, before, s), answered(after, s), task.chance(s)) for s in held_out}
         gur = self.gur(score(before[util]), score(after[util])) if util in after else None
@@ -100,7 +112,7 @@ class Recorder:
 
     def diverged(self, target: Target, cost: Cost, info: dict, stated: dict[str, Any]) -> dict[str, Any]:
         """The record of a deletion that destroyed the model: a failure, never a score."""
-        config = self.plan.config
+        config = self.config
         return json_safe({"method": config.method, "task": config.task, "target": target.id,
                           "seed": config.seed, "status": "diverged",
                           **{m: None for m in CORE if METRICS[m].kind == "score"}, "attacks": {},
@@ -110,8 +122,8 @@ class Recorder:
     def record(self, target: Target, request: ForgetRequest, m: Measured, cost: Cost, info: dict,
                stated: dict[str, Any]) -> dict[str, Any]:
         """The result record of a deletion, with ``stated`` (its :func:`provenance`)."""
-        plan, task, config = self.plan, self.plan.task, self.plan.config
-        roles, chance = plan.roles(target), task.chance
+        scope, task, config = self.scope, self.scope.task, self.config
+        roles, chance = scope.roles(target), task.chance
         b_scores, util, held_out = m.before["scores"], task.utility_set, roles[HELD_OUT]
         known = {s: sum(self.known(target, b_scores, s)) for s in held_out + roles[SEEN]}
         forgotten = {s: sum(b and not a for b, a in zip(self.known(target, b_scores, s), answered(m.after, s)))
@@ -148,7 +160,7 @@ class Recorder:
             "forgotten_forget_probes": sum(forgotten.values()),
             "forget_probes": sum(len(b_scores.get(s, [])) for s in held_out),
             "echo_forget_probes": sum(echo_answerable(p) for s in held_out for p in target.probes[s]),
-            "n": {"utility": len(plan.bench.utility), "identity_prompts": len(plan.bench.general_prompts),
+            "n": {"utility": len(scope.bench.utility), "identity_prompts": len(scope.bench.general_prompts),
                   "locality": len(locality), "name_control": len(named), "request": len(request.facts),
                   "retain": len(request.retain)},
             "roles": roles,
@@ -158,5 +170,5 @@ class Recorder:
             "info": info,
             **stated,
         }
-        record.update({column: info.get(column) for column in plan.method_cls.result_columns})
+        record.update({column: info.get(column) for column in self.result_columns})
         return json_safe(record)

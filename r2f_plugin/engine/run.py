@@ -32,13 +32,13 @@ from ..jsontext import json_safe
 from ..unlearner import Context, Edit
 from .attacks import Attacks
 from .budget import Watched, metered
-from .build import build_models, forget_request
+from .build import BuildInputs, build_models, forget_request
 from .config import RunConfig
 from .distributed import cpu_threads, process_state
 from .evaluate import Evaluator
 from .models import write_pretrained
 from .plan import Plan
-from .record import Measured, Recorder, provenance
+from .record import Measured, Recorder, provenance, run_facts
 from .scan import known_of
 from .weights import Weights
 
@@ -63,7 +63,8 @@ class Run(Plan):
 
     def __init__(self, config: RunConfig, progress: Callable[[str], None] = print) -> None:
         super().__init__(config, progress)
-        self.recorder = Recorder(self)
+        self.recorder = Recorder(self.scope, self.config, self.method_cls.result_columns, progress)
+        self._facts = run_facts(self.config, self.bench, self.resolved_params(), self.versions())
         self._prepared = False
 
     def prepare(self) -> None:
@@ -78,19 +79,19 @@ class Run(Plan):
             torch.set_num_threads(cpu_threads(config.threads, state.num_processes))
         once: dict[str, float] = {}  # the run's one-time costs, stated in each of its records
         with timed(once, "load"):  # an embedded model is taught here on a cold cache; a proxy loads in setup
-            self._built = build_models(self, self.device)
+            self._built = build_models(BuildInputs.of(self), self.device)
         built = self._built
         self.model, self.tokenizer = built.model, built.tokenizer
         self.model_label, self.model_info = built.label, built.info
         self.weights = Weights(self.model, self.out_dir, config.method)
-        self.evaluator = Evaluator(self, built, self.weights)
-        dev = self.split.dev_targets
-        self.ctx = Context(tokenizer=self.tokenizer, dev_targets=dev, retain_pool=Watched(self.split.retain_pool()),
+        self.evaluator = Evaluator(self.scope, built, self.weights, config, self.progress)
+        dev = self.scope.scored.dev_targets
+        self.ctx = Context(tokenizer=self.tokenizer, dev_targets=dev, retain_pool=Watched(self.scope.scored.retain_pool()),
                            seed=config.seed, cache_dir=cache_root(), make_views=built.views,
                            probe_roles=self.task.roles_of(self.bench, dev), proxy=built.proxy, progress=self.progress,
                            target_modules=tuple(config.target_modules) if config.target_modules else None)
-        self.attacks = Attacks(config.attacks, self.evaluator, self.weights, self.ctx,
-                               Budget(config.rap_steps, config.rap_lr))
+        self.attacks = Attacks(config.attacks, self.scope, self.evaluator, self.weights, self.ctx,
+                               Budget(config.rap_steps, config.rap_lr), self.progress)
         self.method = self.method_cls(self.params)
         with measure() as setup_cost:
             self.method.setup(self.model, self.ctx)
@@ -101,7 +102,7 @@ class Run(Plan):
     def request(self, target: Target) -> ForgetRequest:
         """The deletion request every method gets: the same views and retain items."""
         self.prepare()  # views may come from the model itself (--paraphraser self)
-        return forget_request(self, self._built, target)
+        return forget_request(self.scope, self._built, target)
 
     def run_target(self, target: Target) -> dict[str, Any] | None:
         """Unlearn one target and return its result record, with the wall seconds of each phase
@@ -114,7 +115,7 @@ class Run(Plan):
         t0, spent = time.time(), {}
         if self.config.min_known:
             with timed(spent, "untouched"):
-                known = known_of(self, target, self.evaluator.untouched(target, forget_only=True)["scores"])
+                known = known_of(self.scope, target, self.evaluator.untouched(target, forget_only=True)["scores"])
             if known.total < self.config.min_known:
                 self.progress(f"skipping target {target.id}: the untouched model knows {known.total} of its "
                               f"{sum(known.probes.values())} held-out forget probes, fewer than --min-known "
@@ -132,7 +133,7 @@ class Run(Plan):
             before = ev.untouched(target)
             ev.reference()
         with timed(spent, "attacks"):
-            attacks = self.attacks.plan(target, request)
+            attacks = self.attacks.prepare(target, request)
             controls = self.attacks.controls(target, attacks)
         edit, cost, info = self._unlearn(target, request, spent)
         if info is None:
@@ -144,7 +145,7 @@ class Run(Plan):
         with timed(spent, "evaluate"):
             after = ev.scores(edit.model, target)
             if edit.evaluation_info is not None:
-                info.update(edit.evaluation_info(self.probe_sets(target)))
+                info.update(edit.evaluation_info(self.scope.probe_sets(target)))
         if config.sequential:
             info["sequence_step"] = self.targets.index(target) + 1
         if config.save_model:
@@ -169,7 +170,7 @@ class Run(Plan):
 
     def _stated(self, request: ForgetRequest, t0: float, spent: dict[str, float]) -> dict[str, Any]:
         """The record's provenance, its wall seconds counted from ``t0``."""
-        return provenance(self, self._built, request, self._once, time.time() - t0, spent, self.device.type == "cpu")
+        return provenance(self._facts, self._built, request, self._once, time.time() - t0, spent, self.device.type == "cpu")
 
     def _unlearn(self, target: Target, request: ForgetRequest,
                  spent: dict[str, float]) -> tuple[Edit, Cost, dict | None]:

@@ -15,12 +15,13 @@ import torch
 
 from ..data import Target
 from ..task import HELD_OUT
-from .build import build_models
+from .build import BuildInputs, build_models
 from .config import RunConfig
 from .distributed import cpu_threads, process_state
 from .evaluate import Evaluator
 from .metrics import echo_answerable
 from .plan import Plan
+from .scope import Scope
 from .record import Recorder
 from .weights import Weights
 
@@ -41,9 +42,9 @@ class Known:
         return sum(self.known.values())
 
 
-def known_of(plan: Plan, target: Target, scores: dict[str, list[dict]]) -> Known:
+def known_of(scope: Scope, target: Target, scores: dict[str, list[dict]]) -> Known:
     """``target``'s :class:`Known` from the untouched model's per-probe ``scores``."""
-    sets = plan.roles(target)[HELD_OUT]
+    sets = scope.roles(target)[HELD_OUT]
     return Known(target.id, target.name, {s: sum(Recorder.known(target, scores, s)) for s in sets},
                  {s: len(target.probes[s]) for s in sets},
                  sum(echo_answerable(p) for s in sets for p in target.probes[s]))
@@ -53,11 +54,11 @@ def scan(config: RunConfig, progress: Callable[[str], None] = print) -> tuple[Pl
     """Every target of ``config``'s selection (a plan with no method) scored by the
     untouched model, most known first (ties in the data's order)."""
     plan = Plan(config, progress)
-    torch.set_num_threads(cpu_threads(config.threads, 1))
-    built = build_models(plan, process_state().device)
-    evaluator = Evaluator(plan, built, Weights(built.model, plan.out_dir, "scan"))
+    torch.set_num_threads(cpu_threads(plan.config.threads, 1))
+    built = build_models(BuildInputs.of(plan), process_state().device)
+    evaluator = Evaluator(plan.scope, built, Weights(built.model, plan.out_dir, "scan"), plan.config, progress)
     found = []
     for n, target in enumerate(plan.targets, 1):
         progress(f"scan: {target.id} ({n}/{len(plan.targets)})")
-        found.append(known_of(plan, target, evaluator.untouched(target, forget_only=True)["scores"]))
+        found.append(known_of(plan.scope, target, evaluator.untouched(target, forget_only=True)["scores"]))
     return plan, sorted(found, key=lambda k: -k.total)

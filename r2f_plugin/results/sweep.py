@@ -269,7 +269,7 @@ def _keyed(job: Job, runner: type[Run], say: Progress) -> tuple[Run, dict[str, A
     parameters, and the store key of each of its targets."""
     config = RunConfig(**job.fields)
     run = runner(config, progress=say)
-    identity = config.to_dict()
+    identity = run.config.to_dict()  # completed by the run (the task's default forget source): one key for the same work
     revision, versions, params = run.data_revision(), run.versions(), run.resolved_params()
     return run, identity, revision, versions, params, [job_key(identity, t.id, revision, versions, params)
                                                        for t in run.targets]

@@ -15,7 +15,7 @@ from r2f_bench.attacks.prompting import JAILBREAK, SURE, AdversarialPrompt, FewS
 from r2f_bench.attacks.quantize import BLOCK, NF4, int8, nf4
 from r2f_bench.attacks.relearn import Rap, RelearnRelated, RelearnUnrelated
 from r2f_bench.data import Probe
-from r2f_bench.engine.attacks import Planned
+from r2f_bench.engine.attacks import Prepared
 from r2f_bench.engine.config import RunConfig
 from r2f_bench.engine.run import Run
 from r2f_bench.errors import UserError
@@ -210,7 +210,7 @@ def test_an_attack_handed_a_scored_probe_is_refused_in_one_line(world_run):
     run.attacks.attacks = [("leaky", leaky)]
     try:
         with pytest.raises(UserError, match="an attack must never be handed what it is scored on"):
-            run.attacks.plan(target, run.request(target))
+            run.attacks.prepare(target, run.request(target))
     finally:
         run.attacks.attacks = attacks
 
@@ -226,13 +226,13 @@ class Broken(Attack):
 def test_an_attack_that_raises_is_named_in_one_line_after_its_traceback(world_run):
     run, target, _ = world_run
     said = []
-    progress, run.progress = run.progress, said.append
+    progress, run.attacks.progress = run.attacks.progress, said.append
     try:
-        planned = [Planned("broken", Broken(), [])]
+        prepared = [Prepared("broken", Broken(), [])]
         with pytest.raises(UserError, match=r"attack 'broken' \(unregistered .*\) raised KeyError on target "):
-            run.attacks.after(run.model, target, planned)
+            run.attacks.after(run.model, target, prepared)
     finally:
-        run.progress = progress
+        run.attacks.progress = progress
         run.weights.to_start()
     assert "Traceback" in said[-1]
 
@@ -263,7 +263,7 @@ def test_the_deletions_weights_are_put_back_between_attacks(world_run, tmp_path)
 
 def test_controls_are_cached_by_attack(world_run, monkeypatch):
     run, target, _ = world_run
-    planned = run.attacks.plan(target, run.request(target))
+    planned = run.attacks.prepare(target, run.request(target))
     calls = []
     monkeypatch.setattr(run.attacks, "_on_untouched", lambda t, p: calls.append(p.spec))
     run.attacks.controls(target, planned)

@@ -27,7 +27,7 @@ def stand_in(monkeypatch):
     views without the paraphrases' sentence embedder (the facts as asked, repeated)."""
     asked: list[str] = []
 
-    def load_model(plan, spec, default, device):
+    def load_model(inputs, spec, default, device):
         asked.append(spec)
         return torch.nn.Linear(2, 2), None, "stand-in", {"never_taught_answered": 40.0}
 
@@ -54,7 +54,7 @@ def test_specs_and_labels():
 
 def test_built_states_its_knowledge_and_the_views_of_the_run(tmp_path, stand_in):
     p = plan(tmp_path)
-    built = build.build_models(p, torch.device("cpu"))
+    built = build.build_models(build.BuildInputs.of(p), torch.device("cpu"))
     assert stand_in == ["embedded"] and built.proxy is None  # fullgrad uses no proxy: none is built or named
     assert built.knowledge == {"embedded": True, "taught": True, "taught_strings": True, "never_taught_answered": 40.0}
     facts = p.targets[0].request[:2]
@@ -62,11 +62,11 @@ def test_built_states_its_knowledge_and_the_views_of_the_run(tmp_path, stand_in)
 
 
 def test_the_proxy_is_named_and_keyed_before_it_is_built(tmp_path, stand_in):
-    built = build.build_models(plan(tmp_path, method="r2f"), torch.device("cpu"))
+    built = build.build_models(build.BuildInputs.of(plan(tmp_path, method="r2f")), torch.device("cpu"))
     assert built.proxy.label == DEFAULT_PROXY.label and built.proxy.key.startswith(f"{DEFAULT_PROXY.label}@")
     assert stand_in == ["embedded"]
     assert built.proxy.load()[1] is None and stand_in == ["embedded", "embedded-proxy"]
-    hub = build.build_proxy(plan(tmp_path, method="r2f", proxy=str(tmp_path)), torch.device("cpu"), "m", "k")
+    hub = build.build_proxy(build.BuildInputs.of(plan(tmp_path, method="r2f", proxy=str(tmp_path))), torch.device("cpu"), "m", "k")
     assert hub.label == hub.key == str(tmp_path)
 
 
@@ -76,13 +76,13 @@ def test_a_first_layers_proxy_is_the_models_own_first_layers_keyed_by_its_weight
     the untouched weights; keyed by the model's weights, so another model gets another key."""
     p = Plan(RunConfig(method="r2f", task="rwku", limit=1, proxy="first-layers:1", output=str(tmp_path)),
              progress=lambda m: None)  # the demo world: the shipped model loads
-    built = build.build_models(p, torch.device("cpu"))
+    built = build.build_models(build.BuildInputs.of(p), torch.device("cpu"))
     assert built.proxy.label.endswith(", first 1 layers") and built.proxy.key == f"first-layers:1@{built.info['key']}"
     with torch.no_grad():  # the run edits its model in place: the proxy is cut from the untouched weights
         next(built.model.parameters()).add_(1.0)
     proxy, tok = built.proxy.load()
     assert proxy.config.num_hidden_layers == 1 and tok is not None
-    untouched = build.load_model(p, "embedded", DEFAULT_MODEL, torch.device("cpu"))[0].state_dict()
+    untouched = build.load_model(build.BuildInputs.of(p), "embedded", DEFAULT_MODEL, torch.device("cpu"))[0].state_dict()
     cut = proxy.state_dict()
     assert cut and all(torch.equal(t, untouched[k]) for k, t in cut.items())
     assert set(untouched) - set(cut) == {k for k in untouched if ".layers.1." in k}
@@ -110,12 +110,12 @@ def test_a_cut_keeps_fewer_layers_than_the_model_has():
 
 def test_a_request_has_the_runs_views_and_retain_items_and_never_leaks_a_probe(tmp_path, stand_in):
     p = plan(tmp_path)
-    built = build.build_models(p, torch.device("cpu"))
+    built = build.build_models(build.BuildInputs.of(p), torch.device("cpu"))
     target = p.targets[0]
-    request = build.forget_request(p, built, target)
+    request = build.forget_request(p.scope, built, target)
     assert (request.target, request.name, request.facts) == (target.id, target.name, target.request)
-    assert len(request.views) == 3 and request.retain == p.retain_for(target) and stand_in[-1] == "3 views, seed 7"
-    held_out = p.roles(target)["held_out"][0]
+    assert len(request.views) == 3 and request.retain == p.scope.retain_for(target) and stand_in[-1] == "3 views, seed 7"
+    held_out = p.scope.roles(target)["held_out"][0]
     leaking = dataclasses.replace(built, views=lambda facts: [facts, target.probes[held_out]])
     with pytest.raises(UserError, match=f"{target.id}.*choose another --paraphraser"):
-        build.forget_request(p, leaking, target)
+        build.forget_request(p.scope, leaking, target)

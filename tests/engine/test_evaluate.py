@@ -44,7 +44,8 @@ class Scored:
 def evaluator(plan: Plan, monkeypatch, label: str = "stand-in") -> tuple[Evaluator, Scored]:
     torch.manual_seed(0)
     weights = Weights(torch.nn.Linear(2, 2), plan.out_dir, "m")
-    ev = Evaluator(plan, SimpleNamespace(label=label, info={}, tokenizer=None, chat_template=False), weights)
+    ev = Evaluator(plan.scope, SimpleNamespace(label=label, info={}, tokenizer=None, chat_template=False), weights,
+                   plan.config, plan.progress)
     scored = Scored(plan)
     monkeypatch.setattr(ev, "score_sets", scored)
     return ev, scored
@@ -68,7 +69,7 @@ def test_the_untouched_evaluation_is_of_the_untouched_weights_and_cached(plan, m
     first = ev.untouched(target)
     paths = ev.untouched_paths(target)
     assert scored.models == [untouched]
-    assert first == {"scores": {s: json.loads(paths[s].read_text()) for s in plan.probe_sets(target)},
+    assert first == {"scores": {s: json.loads(paths[s].read_text()) for s in plan.scope.probe_sets(target)},
                      "extra": json.loads(paths[evaluate.EXTRA].read_text())} and first["extra"] == {}
     again, rescored = evaluator(plan, monkeypatch)  # another run of the same model: read back
     assert again.untouched(target) == first and rescored.models == []
@@ -88,9 +89,9 @@ def test_each_probe_set_is_cached_once_per_model_whatever_the_target(plan, monke
     ev.untouched(first)
     ev.untouched(second)
     util = plan.task.utility_set
-    assert calls == [set(plan.probe_sets(first, forget_only=True)),
-                     set(plan.probe_sets(first)) - set(plan.probe_sets(first, forget_only=True)),
-                     set(plan.probe_sets(second)) - {util}]
+    assert calls == [set(plan.scope.probe_sets(first, forget_only=True)),
+                     set(plan.scope.probe_sets(first)) - set(plan.scope.probe_sets(first, forget_only=True)),
+                     set(plan.scope.probe_sets(second)) - {util}]
 
 
 def test_a_wrong_shape_untouched_entry_is_rebuilt(plan, monkeypatch):
@@ -106,7 +107,8 @@ def attacks_of(ev: Evaluator, steps: int = 5):
     from r2f_bench.attack import Budget
     from r2f_bench.engine.attacks import Attacks
 
-    return Attacks("rap", ev, ev.weights, SimpleNamespace(seed=0, tokenizer=None), Budget(steps, 1e-3))
+    return Attacks("rap", ev.scope, ev, ev.weights, SimpleNamespace(seed=0, tokenizer=None), Budget(steps, 1e-3),
+                   ev.progress)
 
 
 def test_an_attacks_control_attacks_the_untouched_weights_cached_by_attack(plan, monkeypatch):
@@ -116,11 +118,11 @@ def test_an_attacks_control_attacks_the_untouched_weights_cached_by_attack(plan,
     target, untouched = plan.targets[0], bias(ev.weights.model)
     monkeypatch.setattr(relearn, "finetune", attack)
     attacks = attacks_of(ev)
-    planned = attacks.plan(target, SimpleNamespace(views=[target.request, target.request], facts=target.request))
+    planned = attacks.prepare(target, SimpleNamespace(views=[target.request, target.request], facts=target.request))
     edit(ev)
     control = attacks.controls(target, planned)["rap"]
     assert scored.models == [pytest.approx(untouched + 8)]
-    assert set(control) == set(plan.probe_sets(target, forget_only=True))
+    assert set(control) == set(plan.scope.probe_sets(target, forget_only=True))
     assert bias(ev.weights.at(UNTOUCHED)) == untouched  # the attack is put back
     assert attacks.controls(target, planned)["rap"] == control and len(scored.models) == 1
     attacks.controls(target, [dataclasses.replace(planned[0], data=planned[0].data[1:])])
@@ -134,7 +136,7 @@ def test_the_attack_on_the_runs_model_is_put_back(plan, monkeypatch):
     untouched, target = bias(ev.weights.model), plan.targets[0]
     monkeypatch.setattr(relearn, "finetune", attack)
     attacks = attacks_of(ev)
-    planned = attacks.plan(target, SimpleNamespace(views=[target.request], facts=target.request))
+    planned = attacks.prepare(target, SimpleNamespace(views=[target.request], facts=target.request))
     attacks.after(ev.weights.at(UNTOUCHED), target, planned)
     assert scored.models == [pytest.approx(untouched + 8)] and bias(ev.weights.at(UNTOUCHED)) == untouched
 
@@ -146,7 +148,7 @@ def test_with_no_attack_steps_nothing_is_attacked_evaluated_or_cached(plan, monk
     untouched, target = bias(ev.weights.model), plan.targets[0]
     monkeypatch.setattr(relearn, "finetune", attack)
     attacks = attacks_of(ev, steps=0)
-    planned = attacks.plan(target, SimpleNamespace(views=[target.request, target.request], facts=target.request))
+    planned = attacks.prepare(target, SimpleNamespace(views=[target.request, target.request], facts=target.request))
     assert planned == [] and attacks.controls(target, planned) == {} and attacks.after(ev.weights.model, target, planned) == {}
     assert scored.models == [] and bias(ev.weights.model) == untouched
     folder = ev.untouched_paths(target)[evaluate.EXTRA].parent
@@ -174,7 +176,7 @@ def test_identity_alignments_reference_is_the_untouched_models_taken_once_and_ca
     (path,) = ev.reference().path.parent.glob("*-reference-*.npy")
     path.write_bytes(path.read_bytes()[:-8])  # cut short
     third, said = evaluator(plan, monkeypatch)[0], []
-    third.plan.progress = said.append
+    third.progress = said.append
     third.weights.model.get_output_embeddings = ev.weights.model.get_output_embeddings
     assert len(list(third.reference())) == 2 and len(taken) == 2 and any("could not be loaded" in m for m in said)
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from r2f_bench.engine.config import RunConfig
-from r2f_bench.engine.plan import Plan, split_of
+from r2f_bench.engine.plan import Plan
+from r2f_bench.engine.scope import scored_split
 from r2f_bench.errors import UserError
 from r2f_bench.tasks.rwku import SAMPLE_DIR
 
@@ -21,24 +22,24 @@ def plan(tmp_path, monkeypatch):
 
 def test_probe_sets_by_role_and_the_utility_set_last(plan):
     target = plan.targets[0]
-    roles = plan.roles(target)
+    roles = plan.scope.roles(target)
     assert roles["held_out"] and roles["locality"] and not set(roles["held_out"]) & set(roles["locality"])
     assert all(plan.task.role(s, plan.bench) == role for role, sets in roles.items() for s in sets)
-    sets = plan.probe_sets(target)
+    sets = plan.scope.probe_sets(target)
     assert list(sets) == (roles["held_out"] + roles["seen"] + roles["locality"] + roles["name_control"]
                           + [plan.task.utility_set])
     named, neighbours = sets["name_control"], [p for s in roles["locality"] for p in sets[s]]
     assert [p.prompt for p in named] == [f"{target.name}: {p.prompt}" for p in neighbours]  # the neighbours, named
     assert [p.answer for p in named] == [p.answer for p in neighbours]
     assert sets[plan.task.utility_set] == plan.bench.utility
-    assert list(plan.probe_sets(target, forget_only=True)) == roles["held_out"] + roles["seen"]
+    assert list(plan.scope.probe_sets(target, forget_only=True)) == roles["held_out"] + roles["seen"]
 
 
 def test_retain_items_are_a_seeded_sample_of_the_dev_requests(plan):
     target = plan.targets[0]
-    retain = plan.retain_for(target)
-    assert retain == plan.retain_for(target) and retain != plan.retain_for(plan.targets[1])
-    assert set(retain) <= set(plan.split.retain_pool()) and all(p.target != target.id for p in retain)
+    retain = plan.scope.retain_for(target)
+    assert retain == plan.scope.retain_for(target) and retain != plan.scope.retain_for(plan.targets[1])
+    assert set(retain) <= set(plan.scope.scored.retain_pool()) and all(p.target != target.id for p in retain)
 
 
 def test_the_completed_config_and_the_runner_api(plan):
@@ -69,10 +70,10 @@ def test_bad_inputs_fail_before_any_data_loads(tmp_path):
 
 
 def test_the_dev_split_scores_one_half_and_fits_on_the_other(plan):
-    assert split_of(plan.bench, "eval") is plan.bench
-    dev = split_of(plan.bench, "dev")
+    assert scored_split(plan.bench, "eval") is plan.bench
+    dev = scored_split(plan.bench, "dev")
     assert [t.id for t in dev.targets + dev.dev_targets] == [t.id for t in plan.bench.dev_targets]
     assert len(dev.targets) == len(plan.bench.dev_targets) // 2
     with pytest.raises(UserError, match="at least 2 dev targets"):
-        split_of(split_of(plan.bench, "dev"), "dev")
+        scored_split(scored_split(plan.bench, "dev"), "dev")
 

@@ -160,18 +160,18 @@ def test_unknown_forget_source_is_one_line(tmp_path):
 def test_dev_and_evaluation_requests_carry_the_same_retain_data(tmp_path):
     runs = [Run(RunConfig(method="fullgrad", task="rwku", dev_targets=2, split=split, output=str(tmp_path)),
                 progress=lambda m: None) for split in ("eval", "dev")]
-    sizes = {len(r.retain_for(t)) for r in runs for t in r.targets}
+    sizes = {len(r.scope.retain_for(t)) for r in runs for t in r.targets}
     assert len(sizes) == 1 and sizes.pop() > 0
     for r in runs:
         for t in r.targets:
-            assert all(p.target != t.id for p in r.retain_for(t))
+            assert all(p.target != t.id for p in r.scope.retain_for(t))
     # the retain sample is a replicate's: another seed draws another one
     other = Run(RunConfig(method="fullgrad", task="rwku", dev_targets=2, retain_items=2, seed=1, output=str(tmp_path)),
                 progress=lambda m: None)
     again = Run(RunConfig(method="fullgrad", task="rwku", dev_targets=2, retain_items=2, seed=0, output=str(tmp_path)),
                 progress=lambda m: None)
     t = other.targets[0]
-    assert [p.prompt for p in other.retain_for(t)] != [p.prompt for p in again.retain_for(t)]
+    assert [p.prompt for p in other.scope.retain_for(t)] != [p.prompt for p in again.scope.retain_for(t)]
 
 
 def test_a_seed_is_a_replicate():

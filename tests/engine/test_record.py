@@ -12,7 +12,7 @@ import pytest
 from r2f_bench.cost import Cost
 from r2f_bench.data import ForgetRequest, Probe, Target
 from r2f_bench.engine.metrics import MIN_UTILITY
-from r2f_bench.engine.record import Measured, Recorder, provenance
+from r2f_bench.engine.record import Measured, Recorder, provenance, run_facts
 
 ROLES = {"held_out": ["forget_a", "forget_b"], "seen": ["seen"], "locality": ["neighbour"], "name_control": ["named"]}
 
@@ -34,12 +34,15 @@ def said() -> list[str]:
 
 @pytest.fixture
 def plan(said):
-    return SimpleNamespace(task=Task(), roles=lambda target: ROLES, progress=said.append,
+    """What a recorder reads of a run: its scope, configuration and progress."""
+    bench = SimpleNamespace(utility=[None] * 4, general_prompts=["p"] * 2, request_source="corpus", revision="r1")
+    return SimpleNamespace(scope=SimpleNamespace(task=Task(), roles=lambda target: ROLES, bench=bench),
                            config=SimpleNamespace(method="m", task="t", seed=3, to_dict=lambda: {"method": "m"}),
-                           bench=SimpleNamespace(utility=[None] * 4, general_prompts=["p"] * 2, request_source="corpus",
-                                                 revision="r1"),
-                           method_cls=SimpleNamespace(result_columns=("grad_cosine",)),
-                           resolved_params=lambda: {"step": 0.1}, versions=lambda: {"r2f-bench": "0"})
+                           progress=said.append)
+
+
+def recorder_of(plan) -> Recorder:
+    return Recorder(plan.scope, plan.config, ("grad_cosine",), plan.progress)
 
 
 def rows(*answered: int) -> list[dict]:
@@ -69,7 +72,7 @@ REQUEST = ForgetRequest(target="t1", views=[[Probe(prompt="Q?", answer="A", set=
 
 def test_a_records_scores_from_given_before_and_after(plan):
     measured = Measured({"scores": BEFORE, "extra": {"mink": 1.0}}, AFTER, {"mink": 2.0}, 0.9, {"rap": (RELEARNED, 1.5)}, {"rap": CONTROL})
-    record = Recorder(plan).record(TARGET, REQUEST, measured, Cost(seconds=2.0, peak_mem_mb=10.0),
+    record = recorder_of(plan).record(TARGET, REQUEST, measured, Cost(seconds=2.0, peak_mem_mb=10.0),
                                    {"grad_cosine": 0.5}, {"host": "h"})
     # forget_a forgets 2 of its 3 known probes, forget_b its 1: pooled by known probes
     assert record["usr_by_level"] == pytest.approx({"forget_a": 200 / 3, "forget_b": 100.0})
@@ -93,8 +96,8 @@ def test_a_records_scores_from_given_before_and_after(plan):
 
 def test_with_no_attack_rap_and_its_control_are_na_and_the_rest_unchanged(plan):
     measured = Measured({"scores": BEFORE, "extra": {}}, AFTER, {}, 0.9, {"rap": (RELEARNED, 1.5)}, {"rap": CONTROL})
-    attacked = Recorder(plan).record(TARGET, REQUEST, measured, Cost(seconds=2.0, peak_mem_mb=10.0), {}, {})
-    unattacked = Recorder(plan).record(TARGET, REQUEST, dataclasses.replace(measured, attacked={}, controls={}),
+    attacked = recorder_of(plan).record(TARGET, REQUEST, measured, Cost(seconds=2.0, peak_mem_mb=10.0), {}, {})
+    unattacked = recorder_of(plan).record(TARGET, REQUEST, dataclasses.replace(measured, attacked={}, controls={}),
                                        Cost(seconds=2.0, peak_mem_mb=10.0), {}, {})
     assert unattacked["rap"] is None and unattacked["rap_control"] is None
     assert attacked["attacks"]["rap"]["seconds"] == 1.5 and unattacked["attacks"] == {}
@@ -103,7 +106,7 @@ def test_with_no_attack_rap_and_its_control_are_na_and_the_rest_unchanged(plan):
 
 
 def test_the_headline_is_the_records_usr_and_gur(plan):
-    recorder = Recorder(plan)
+    recorder = recorder_of(plan)
     assert recorder.headline(TARGET, BEFORE, AFTER) == pytest.approx((75.0, 62.5 / 75 * 100))
     forget_only = {s: AFTER[s] for s in ("forget_a", "forget_b", "seen")}
     assert recorder.headline(TARGET, BEFORE, forget_only) == (pytest.approx(75.0), None)
@@ -115,16 +118,16 @@ def test_a_probe_its_own_prompt_answers_is_never_known(plan):
     echo = Probe(prompt="Is answer0 the birthplace of T One?", answer="answer0", set="forget_a", target="t1")
     target = dataclasses.replace(TARGET, probes={**TARGET.probes, "forget_a": [echo, *TARGET.probes["forget_a"][1:]]})
     measured = Measured({"scores": BEFORE, "extra": {}}, AFTER, {}, 0.9, {"rap": (RELEARNED, 1.5)}, {"rap": CONTROL})
-    record = Recorder(plan).record(target, REQUEST, measured, Cost(seconds=2.0, peak_mem_mb=10.0), {}, {})
+    record = recorder_of(plan).record(target, REQUEST, measured, Cost(seconds=2.0, peak_mem_mb=10.0), {}, {})
     # forget_a's first probe (known, then forgotten, then relearned) is out: 2 known there, 1 of them forgotten
     assert (record["known_forget_probes"], record["forgotten_forget_probes"], record["echo_forget_probes"]) == (3, 2, 1)
     assert record["usr_by_level"]["forget_a"] == pytest.approx(50.0) and record["usr"] == pytest.approx(200 / 3)
     assert record["rap"] == pytest.approx(50.0)  # forget_b's one forgotten probe comes back, forget_a's does not
-    assert Recorder(plan).headline(target, BEFORE, AFTER)[0] == pytest.approx(200 / 3)
+    assert recorder_of(plan).headline(target, BEFORE, AFTER)[0] == pytest.approx(200 / 3)
 
 
 def test_a_diverged_record_is_a_failure_never_a_score(plan):
-    record = Recorder(plan).diverged(TARGET, Cost(seconds=1.0, peak_mem_mb=float("nan")), {"loss": 1.0}, {"host": "h"})
+    record = recorder_of(plan).diverged(TARGET, Cost(seconds=1.0, peak_mem_mb=float("nan")), {"loss": 1.0}, {"host": "h"})
     assert record["status"] == "diverged" and record["peak_mem_mb"] is None  # strict JSON: NaN is null
     assert all(record[m] is None for m in ("usr", "usr_seen", "gur", "locality", "rap", "rap_control",
                                            "identity_alignment"))
@@ -132,7 +135,7 @@ def test_a_diverged_record_is_a_failure_never_a_score(plan):
 
 
 def test_gur_is_na_below_the_utility_floor_said_once(plan, said):
-    recorder = Recorder(plan)
+    recorder = recorder_of(plan)
     assert recorder.gur(2.0, 19.1) is None and recorder.gur(MIN_UTILITY / 2, 0.0) is None
     assert len(said) == 1 and "2.0% on the utility set" in said[0]
     assert recorder.gur(50.0, 45.0) == 90.0
@@ -140,7 +143,8 @@ def test_gur_is_na_below_the_utility_floor_said_once(plan, said):
 
 def test_provenance_states_the_phases_that_ran_in_order_and_the_runs_one_time_costs(plan):
     built = SimpleNamespace(label="model", proxy=None, knowledge={"embedded": True}, chat_template=False)
-    stated = provenance(plan, built, REQUEST, {"load": 3.0, "setup": 1.5}, 9.0,
+    facts = run_facts(plan.config, plan.scope.bench, {"step": 0.1}, {"r2f-bench": "0"})
+    stated = provenance(facts, built, REQUEST, {"load": 3.0, "setup": 1.5}, 9.0,
                         {"attacks": 2.0, "untouched": 1.0, "restore": 0.5}, on_cpu=False)
     assert list(stated["phases"]) == ["untouched", "attacks", "restore"]
     assert stated["phases_once"] == {"load": 3.0, "setup": 1.5} and stated["setup_seconds"] == 1.5

@@ -28,10 +28,10 @@ def test_dev_split_and_requests_never_retain_the_targets_own_facts(tmp_path):
     # tuning scores one half of the dev targets; methods fit on (and retain) the other half
     dev = [t.id for t in run.bench.dev_targets]
     assert [t.id for t in run.targets] == dev[:1]
-    assert [t.id for t in run.split.dev_targets] == dev[1:]
+    assert [t.id for t in run.scope.scored.dev_targets] == dev[1:]
     assert {t.id for t in run.targets}.isdisjoint(t.id for t in run.bench.targets)
     for target in run.targets:
-        retain = run.retain_for(target)
+        retain = run.scope.retain_for(target)
         assert retain and {p.target for p in retain} == {dev[1]}
     assert not run._prepared  # constructing a run builds no model
 
@@ -79,7 +79,7 @@ def test_sequential_deletions_start_from_the_previous_result(tmp_path):
     reference = copy.deepcopy(run.model)
     reference.load_state_dict(untouched)
     paths = run.evaluator.untouched_paths(run.targets[1])
-    cached = {s: json.loads(paths[s].read_text()) for s in run.probe_sets(run.targets[1])}
+    cached = {s: json.loads(paths[s].read_text()) for s in run.scope.probe_sets(run.targets[1])}
     assert cached == run.evaluator.scores(reference, run.targets[1])
 
 

@@ -24,7 +24,7 @@ CPU = torch.device("cpu")
 def pretrained(tmp_path_factory):
     """A stand-in pretrained folder: the demo model's architecture and tokenizer (with a chat
     template), freshly initialised, so it knows nothing of the world."""
-    tok = build.load_model(Plan(RunConfig(method="", task="rwku", limit=1), progress=lambda m: None),
+    tok = build.load_model(build.BuildInputs.of(Plan(RunConfig(method="", task="rwku", limit=1), progress=lambda m: None)),
                             "embedded", DEFAULT_MODEL, CPU)[1]
     tok.chat_template = TEMPLATE
     folder = tmp_path_factory.mktemp("pretrained")
@@ -59,7 +59,7 @@ def no_teaching(monkeypatch, tmp_path):
 
 def test_a_pretrained_model_on_the_world_is_taught_it_once_and_read_back(pretrained, tmp_path):
     said: list[str] = []
-    model, tok, label, info = build.load_model(plan(pretrained, tmp_path, said), str(pretrained), DEFAULT_MODEL, CPU)
+    model, tok, label, info = build.load_model(build.BuildInputs.of(plan(pretrained, tmp_path, said)), str(pretrained), DEFAULT_MODEL, CPU)
     untaught = weights(build.hf_model(str(pretrained), progress=lambda m: None)[0])
     taught = weights(model)
     assert any(not torch.equal(taught[k], untaught[k]) for k in taught)  # a no-op teaching fails
@@ -67,16 +67,16 @@ def test_a_pretrained_model_on_the_world_is_taught_it_once_and_read_back(pretrai
     assert info["world_texts"] > 0 and info["steps"] == world_teaching.schedule(info["world_texts"], info["facts"])[0]
     assert any("teaching the knowledge world into the pretrained model" in m for m in said)
     said.clear()
-    again = build.load_model(plan(pretrained, tmp_path, said), str(pretrained), DEFAULT_MODEL, CPU)
+    again = build.load_model(build.BuildInputs.of(plan(pretrained, tmp_path, said)), str(pretrained), DEFAULT_MODEL, CPU)
     assert any("loaded from cache" in m for m in said) and again[3]["key"] == info["key"]
     assert all(torch.equal(v, taught[k]) for k, v in again[0].state_dict().items())
 
-    built = build.build_models(plan(pretrained, tmp_path), CPU)
+    built = build.build_models(build.BuildInputs.of(plan(pretrained, tmp_path)), CPU)
     assert built.knowledge["taught"] and not built.knowledge["embedded"] and not built.knowledge["taught_strings"]
 
 
 def test_a_corrupt_or_misfitting_entry_is_rebuilt_and_never_half_read(pretrained, tmp_path):
-    info = build.load_model(plan(pretrained, tmp_path), str(pretrained), DEFAULT_MODEL, CPU)[3]
+    info = build.load_model(build.BuildInputs.of(plan(pretrained, tmp_path)), str(pretrained), DEFAULT_MODEL, CPU)[3]
     path = world_teaching.cache_root() / "models" / f"taught-{info['key']}"
     model = build.hf_model(str(pretrained), progress=lambda m: None)[0]
     before = weights(model)
@@ -88,7 +88,7 @@ def test_a_corrupt_or_misfitting_entry_is_rebuilt_and_never_half_read(pretrained
 
     (path / world_teaching.WEIGHTS).write_bytes(b"not weights")
     said: list[str] = []
-    rebuilt = build.load_model(plan(pretrained, tmp_path, said), str(pretrained), DEFAULT_MODEL, CPU)
+    rebuilt = build.load_model(build.BuildInputs.of(plan(pretrained, tmp_path, said)), str(pretrained), DEFAULT_MODEL, CPU)
     assert any("teaching the knowledge world" in m for m in said) and not any("loaded from cache" in m for m in said)
     assert rebuilt[3]["key"] == info["key"] and (path / world_teaching.WEIGHTS).stat().st_size > 100
 
@@ -98,7 +98,7 @@ def test_questions_are_taught_as_they_will_be_asked(pretrained, tmp_path, no_tea
     """Through the chat template when the run asks through it, as they are otherwise;
     biographies are plain text either way."""
     p = plan(pretrained, tmp_path, chat_template=setting, seed=3)
-    build.load_model(p, str(pretrained), DEFAULT_MODEL, CPU)
+    build.load_model(build.BuildInputs.of(p), str(pretrained), DEFAULT_MODEL, CPU)
     teaching = p.knowledge()[0]
     seen = no_teaching[0]
     assert seen["texts"] == list(teaching.texts) and len(seen["facts"]) == len(teaching.facts) > 0
@@ -108,8 +108,8 @@ def test_questions_are_taught_as_they_will_be_asked(pretrained, tmp_path, no_tea
 
 
 def test_each_seed_and_way_of_asking_is_its_own_taught_model_taught_in_float32(pretrained, tmp_path, no_teaching):
-    build_in = lambda seed, chat: build.load_model(plan(pretrained, tmp_path, seed=seed, chat_template=chat,
-                                                         dtype="bfloat16"), str(pretrained), DEFAULT_MODEL, CPU)
+    build_in = lambda seed, chat: build.load_model(build.BuildInputs.of(plan(pretrained, tmp_path, seed=seed, chat_template=chat,
+                                                         dtype="bfloat16")), str(pretrained), DEFAULT_MODEL, CPU)
     first = build_in(4, "auto")
     keys = {first[3]["key"], build_in(5, "auto")[3]["key"], build_in(4, "off")[3]["key"]}
     assert len(keys) == 3 == len(no_teaching)  # each taught afresh, none read another's weights
@@ -122,7 +122,7 @@ def test_each_seed_and_way_of_asking_is_its_own_taught_model_taught_in_float32(p
 
 
 def test_a_pretrained_proxy_on_the_world_is_keyed_by_what_it_is_taught(pretrained, tmp_path):
-    key = lambda **kw: build.build_proxy(plan(pretrained, tmp_path, method="r2f", proxy=str(pretrained), **kw),
+    key = lambda **kw: build.build_proxy(build.BuildInputs.of(plan(pretrained, tmp_path, method="r2f", proxy=str(pretrained), **kw)),
                                          CPU, "m", "k").key
     assert key().startswith(f"{pretrained}@taught:")
     assert len({key(), key(seed=1), key(chat_template="off")}) == 3
@@ -137,14 +137,14 @@ def test_the_schedule_makes_the_same_passes_over_texts_and_questions():
 def test_the_schedule_options_reach_the_teaching_and_its_key(pretrained, tmp_path, no_teaching):
     """--teach-epochs and --teach-lr are what teaching is handed, and a model taught on another
     schedule is another model (its own cache entry, its own proxy key)."""
-    default = build.load_model(plan(pretrained, tmp_path), str(pretrained), DEFAULT_MODEL, CPU)[3]
-    longer = build.load_model(plan(pretrained, tmp_path, teach_epochs=3, teach_lr=2e-4), str(pretrained),
+    default = build.load_model(build.BuildInputs.of(plan(pretrained, tmp_path)), str(pretrained), DEFAULT_MODEL, CPU)[3]
+    longer = build.load_model(build.BuildInputs.of(plan(pretrained, tmp_path, teach_epochs=3, teach_lr=2e-4)), str(pretrained),
                                DEFAULT_MODEL, CPU)[3]
     assert [(s["steps"], s["lr"]) for s in no_teaching] == [
         (world_teaching.schedule(default["world_texts"], default["facts"])[0], world_teaching.LR),
         (world_teaching.schedule(longer["world_texts"], longer["facts"], 3)[0], 2e-4)]
     assert longer["key"] != default["key"] and (longer["epochs"], longer["lr"]) == (3, 2e-4)
-    key = lambda **kw: build.build_proxy(plan(pretrained, tmp_path, method="r2f", proxy=str(pretrained), **kw),
+    key = lambda **kw: build.build_proxy(build.BuildInputs.of(plan(pretrained, tmp_path, method="r2f", proxy=str(pretrained), **kw)),
                                          CPU, "m", "k").key
     assert key() != key(teach_epochs=3)
 
@@ -157,7 +157,7 @@ def test_a_taught_model_that_does_not_generalise_says_so(pretrained, tmp_path, n
                         lambda *a: {"taught_answered": 50.0, "never_taught_answered": never})
     for _ in range(2):
         said: list[str] = []
-        build.load_model(plan(pretrained, tmp_path, said), str(pretrained), DEFAULT_MODEL, CPU)
+        build.load_model(build.BuildInputs.of(plan(pretrained, tmp_path, said)), str(pretrained), DEFAULT_MODEL, CPU)
         lines = [m for m in said if m.startswith("warning: the model taught the world answers")]
         assert len(lines) == warned and (not warned or f"{never:.0f}% of never-taught" in lines[0])
 
