@@ -43,29 +43,41 @@ from .scan import known_of
 from .weights import Weights
 
 
-class Run(Plan):
+class Run:
     """A (method, task, seed) run.
 
-    Constructing it is cheap (configuration checked, data loaded: :class:`Plan`); the
+    Constructing it is cheap (configuration checked, data loaded: its :class:`Plan`); the
     models are built and the method set up by :meth:`prepare`, on the first target that
     actually runs, so a resumed sweep skips finished jobs without building anything.
 
-    What a plugin command or a script may use, besides :class:`Plan`'s ``config``,
-    ``bench``, ``targets`` and ``progress``: after :meth:`prepare`, ``model`` (the model
-    each target edits in place and then puts back), its ``tokenizer``,
-    ``model_label`` and build info ``model_info``; ``method`` (set up) and ``ctx``, the
-    :class:`~r2f_bench.unlearner.Context` it was set up with (views, proxy, retain pool);
-    ``evaluator`` (:class:`~r2f_bench.engine.evaluate.Evaluator`: scores, the untouched
-    model's cached evaluation) and, from the start, ``recorder``
+    What a plugin command or a script may use: ``config`` (completed), ``task``, ``bench``,
+    ``scope`` (:class:`~.scope.Scope`: what is scored, what methods fit on), ``targets`` and
+    ``progress``; after :meth:`prepare`, ``model`` (the model each target edits in place and
+    then puts back), its ``tokenizer``, ``model_label`` and build info ``model_info``;
+    ``method`` (set up) and ``ctx``, the :class:`~r2f_bench.unlearner.Context` it was set up
+    with (views, proxy, retain pool); ``evaluator`` (:class:`~r2f_bench.engine.evaluate.Evaluator`:
+    scores, the untouched model's cached evaluation) and, from the start, ``recorder``
     (:class:`~r2f_bench.engine.record.Recorder`: the headline USR and GUR); and
     :meth:`request`, a target's deletion request.
     """
 
     def __init__(self, config: RunConfig, progress: Callable[[str], None] = print) -> None:
-        super().__init__(config, progress)
+        self.plan = plan = Plan(config, progress)
+        self.config, self.progress, self.task, self.method_cls = plan.config, progress, plan.task, plan.method_cls
+        self.bench, self.scope, self.targets, self.out_dir = plan.bench, plan.scope, plan.targets, plan.out_dir
         self.recorder = Recorder(self.scope, self.config, self.method_cls.result_columns, progress)
         self._facts = run_facts(self.config, self.bench, self.resolved_params(), self.versions())
         self._prepared = False
+
+    # -- the runner API (r2f_bench.results.sweep) ------------------------------
+    def data_revision(self) -> str:
+        return self.plan.data_revision()
+
+    def versions(self) -> dict[str, str]:
+        return self.plan.versions()
+
+    def resolved_params(self) -> dict[str, Any]:
+        return self.plan.resolved_params()
 
     def prepare(self) -> None:
         """Build (or load) the models and set the method up; idempotent."""
@@ -79,7 +91,7 @@ class Run(Plan):
             torch.set_num_threads(cpu_threads(config.threads, state.num_processes))
         once: dict[str, float] = {}  # the run's one-time costs, stated in each of its records
         with timed(once, "load"):  # an embedded model is taught here on a cold cache; a proxy loads in setup
-            self._built = build_models(BuildInputs.of(self), self.device)
+            self._built = build_models(BuildInputs.of(self.plan), self.device)
         built = self._built
         self.model, self.tokenizer = built.model, built.tokenizer
         self.model_label, self.model_info = built.label, built.info
@@ -92,7 +104,7 @@ class Run(Plan):
                            target_modules=tuple(config.target_modules) if config.target_modules else None)
         self.attacks = Attacks(config.attacks, self.scope, self.evaluator, self.weights, self.ctx,
                                Budget(config.rap_steps, config.rap_lr), self.progress)
-        self.method = self.method_cls(self.params)
+        self.method = self.method_cls(self.plan.params)
         with measure() as setup_cost:
             self.method.setup(self.model, self.ctx)
             self.retain_in_setup = self.ctx.retain_pool.read

@@ -77,3 +77,20 @@ def test_the_dev_split_scores_one_half_and_fits_on_the_other(plan):
     with pytest.raises(UserError, match="at least 2 dev targets"):
         scored_split(scored_split(plan.bench, "dev"), "dev")
 
+
+
+def test_the_plan_completes_a_copy_and_the_store_key_is_the_same_either_way(tmp_path):
+    """The caller's configuration is never changed; the key a sweep stores under reads the
+    run's completed copy, so an unset --forget-source and its default are one key."""
+    from r2f_bench.results.sweep import Job, stored_keys
+
+    given = RunConfig(method="fullgrad", task="rwku", data_dir=str(SAMPLE_DIR), limit=1, output=str(tmp_path),
+                      threads=10_000)
+    plan = Plan(given, progress=lambda m: None)
+    assert given.forget_source is None and given.threads == 10_000
+    assert plan.config.forget_source == "corpus" and plan.config.threads < 10_000
+    fields = {k: v for k, v in given.to_dict().items() if k != "threads"}
+    unset, = stored_keys([Job(fields)]).values()
+    default, = stored_keys([Job({**fields, "forget_source": "corpus"})]).values()
+    other, = stored_keys([Job({**fields, "forget_source": "probes"})]).values()
+    assert len(unset) == 1 and unset == default != other

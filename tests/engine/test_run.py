@@ -173,16 +173,16 @@ def test_string_data_teaches_the_runs_targets_and_every_retain_window(tmp_path):
     knows = lambda **kw: Run(RunConfig(method="fullgrad", task="rwku", data_dir=str(SAMPLE_DIR), output=str(tmp_path), **kw),
                              progress=lambda m: None)
     run = knows(limit=1, dev_targets=1)
-    teaching, _ = run.knowledge()
+    teaching, _ = run.plan.knowledge()
     assert teaching.strings and {p.target for p in teaching.facts if p.target} == {"1_Orla_Vantree", "5_Liesel_Draymoor"}
     taught = {(p.prompt, p.answer) for p in teaching.facts}
     assert {(p.prompt, p.answer) for p in run.bench.retain_pool()} <= taught
-    assert set(teaching.facts) == set(knows(limit=1, dev_targets=1, forget_source="probes").knowledge()[0].facts)
+    assert set(teaching.facts) == set(knows(limit=1, dev_targets=1, forget_source="probes").plan.knowledge()[0].facts)
 
 
 def test_a_world_teaches_its_texts_and_no_scored_probe():
     run = Run(RunConfig(method="fullgrad", task="rwku", limit=3, dev_targets=2), progress=lambda m: None)
-    teaching, _ = run.knowledge()
+    teaching, _ = run.plan.knowledge()
     assert not teaching.strings and teaching.texts and teaching.facts
     taught = {p.prompt for p in teaching.facts}
     for target in run.bench.targets + run.bench.dev_targets:
