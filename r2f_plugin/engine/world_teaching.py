@@ -52,25 +52,25 @@ class Schedule:
     lr: float = LR
 
 
-def schedule(texts: int, facts: int, epochs: int = EPOCHS) -> tuple[int, int]:
+def steps_and_batch(texts: int, facts: int, epochs: int = EPOCHS) -> tuple[int, int]:
     """(steps, questions a step) for ``epochs`` passes over ``texts`` biographies and
     ``facts`` questions at :data:`TEXT_BATCH` biographies a step."""
     per_epoch = math.ceil(texts / TEXT_BATCH)
     return epochs * per_epoch, math.ceil(facts / per_epoch) if facts else 0
 
 
-def recipe(texts: Sequence[str], facts: Sequence[Probe], dtype: str, seed: int, plan: Schedule) -> list[Any]:
+def recipe(texts: Sequence[str], facts: Sequence[Probe], dtype: str, seed: int, schedule: Schedule) -> list[Any]:
     """What teaching a world does besides the pretrained weights: the texts and questions as
     taught, the dtype, the seed, the schedule and the library versions."""
     import transformers
 
-    return [VERSION, list(texts), [(p.prompt, p.answer) for p in facts], dtype, seed, plan.epochs, plan.lr,
+    return [VERSION, list(texts), [(p.prompt, p.answer) for p in facts], dtype, seed, schedule.epochs, schedule.lr,
             TEXT_BATCH, torch.__version__.split("+")[0], transformers.__version__]
 
 
-def proxy_key(spec: str, teaching: Teaching, chat_setting: str, dtype: str, seed: int, plan: Schedule) -> str:
+def proxy_key(spec: str, teaching: Teaching, chat_setting: str, dtype: str, seed: int, schedule: Schedule) -> str:
     """The key of pretrained ``spec`` taught ``teaching``, known before it loads (a proxy's)."""
-    return f"{spec}@taught:{digest([chat_setting, *recipe(teaching.texts, teaching.facts, dtype, seed, plan)])}"
+    return f"{spec}@taught:{digest([chat_setting, *recipe(teaching.texts, teaching.facts, dtype, seed, schedule)])}"
 
 
 @contextmanager
@@ -109,14 +109,14 @@ def read_weights(model: torch.nn.Module, path: Path) -> None:
 
 
 def teach_world(model: torch.nn.Module, tok: Any, pretrained: str, teaching: Teaching, chat: bool, dtype: str,
-                seed: int, progress: Callable[[str], None], plan: Schedule = Schedule()) -> dict:
+                seed: int, progress: Callable[[str], None], schedule: Schedule = Schedule()) -> dict:
     """Teach ``model`` (loaded from weights keyed ``pretrained``) ``teaching``'s world in
     place, or read the cached taught weights into it; its build info, with its ``key``."""
     if any(p.device.type == "meta" for p in model.parameters()):
         raise UserError("a model offloaded to CPU or disk (--device-map) cannot be taught the knowledge world; give it "
                         "devices that hold it whole, or run it on real data (--data-dir).")
     facts = as_asked(tok, teaching.facts, chat)
-    key = digest([pretrained, *recipe(teaching.texts, facts, dtype, seed, plan)])
+    key = digest([pretrained, *recipe(teaching.texts, facts, dtype, seed, schedule)])
     path = cache_root() / "models" / f"taught-{key}"
     if path.exists():
         try:
@@ -130,16 +130,16 @@ def teach_world(model: torch.nn.Module, tok: Any, pretrained: str, teaching: Tea
             progress(f"model taught the knowledge world: loaded from cache {path}")
             warn_if_shallow(info, progress)
             return info
-    steps, fact_batch = schedule(len(teaching.texts), len(facts), plan.epochs)
+    steps, fact_batch = steps_and_batch(len(teaching.texts), len(facts), schedule.epochs)
     progress(f"teaching the knowledge world into the pretrained model: {len(teaching.texts)} texts and {len(facts)} "
-             f"questions, {plan.epochs} epochs ({steps} steps) at lr {plan.lr:g}, in float32")
+             f"questions, {schedule.epochs} epochs ({steps} steps) at lr {schedule.lr:g}, in float32")
     start = time.time()
     with one_thread(), in_float32(model):  # the cache must not depend on the first run's thread count
-        teach_schedule(model, tok, teaching.texts, facts, steps, plan.lr, text_batch=TEXT_BATCH,
+        teach_schedule(model, tok, teaching.texts, facts, steps, schedule.lr, text_batch=TEXT_BATCH,
                        fact_batch=fact_batch, seed=seed, progress=progress)
     seconds = time.time() - start
     info = {"key": key, "pretrained": pretrained, "world_texts": len(teaching.texts), "facts": len(facts),
-            "epochs": plan.epochs, "steps": steps, "lr": plan.lr, "seed": seed, "chat_template": chat, "teach_seconds": seconds,
+            "epochs": schedule.epochs, "steps": steps, "lr": schedule.lr, "seed": seed, "chat_template": chat, "teach_seconds": seconds,
             **world_answers(model, tok, facts, as_asked(tok, teaching.check, chat))}
     progress(f"taught in {seconds:.0f} s; {answers_phrase(info)}")
     write_weights(model, info, path)

@@ -64,7 +64,7 @@ def test_a_pretrained_model_on_the_world_is_taught_it_once_and_read_back(pretrai
     taught = weights(model)
     assert any(not torch.equal(taught[k], untaught[k]) for k in taught)  # a no-op teaching fails
     assert label.startswith(f"{pretrained} (fine-tuned on a synthetic knowledge world, {world_teaching.EPOCHS} epochs")
-    assert info["world_texts"] > 0 and info["steps"] == world_teaching.schedule(info["world_texts"], info["facts"])[0]
+    assert info["world_texts"] > 0 and info["steps"] == world_teaching.steps_and_batch(info["world_texts"], info["facts"])[0]
     assert any("teaching the knowledge world into the pretrained model" in m for m in said)
     said.clear()
     again = build.load_model(build.BuildInputs.of(plan(pretrained, tmp_path, said)), str(pretrained), DEFAULT_MODEL, CPU)
@@ -129,9 +129,9 @@ def test_a_pretrained_proxy_on_the_world_is_keyed_by_what_it_is_taught(pretraine
 
 
 def test_the_schedule_makes_the_same_passes_over_texts_and_questions():
-    steps, per_step = world_teaching.schedule(848, 1008)
+    steps, per_step = world_teaching.steps_and_batch(848, 1008)
     assert steps == world_teaching.EPOCHS * 53 and per_step * 53 >= 1008 > (per_step - 1) * 53
-    assert world_teaching.schedule(10, 0) == (world_teaching.EPOCHS, 0)
+    assert world_teaching.steps_and_batch(10, 0) == (world_teaching.EPOCHS, 0)
 
 
 def test_the_schedule_options_reach_the_teaching_and_its_key(pretrained, tmp_path, no_teaching):
@@ -141,8 +141,8 @@ def test_the_schedule_options_reach_the_teaching_and_its_key(pretrained, tmp_pat
     longer = build.load_model(build.BuildInputs.of(plan(pretrained, tmp_path, teach_epochs=3, teach_lr=2e-4)), str(pretrained),
                                DEFAULT_MODEL, CPU)[3]
     assert [(s["steps"], s["lr"]) for s in no_teaching] == [
-        (world_teaching.schedule(default["world_texts"], default["facts"])[0], world_teaching.LR),
-        (world_teaching.schedule(longer["world_texts"], longer["facts"], 3)[0], 2e-4)]
+        (world_teaching.steps_and_batch(default["world_texts"], default["facts"])[0], world_teaching.LR),
+        (world_teaching.steps_and_batch(longer["world_texts"], longer["facts"], 3)[0], 2e-4)]
     assert longer["key"] != default["key"] and (longer["epochs"], longer["lr"]) == (3, 2e-4)
     key = lambda **kw: build.build_proxy(build.BuildInputs.of(plan(pretrained, tmp_path, method="r2f", proxy=str(pretrained), **kw)),
                                          CPU, "m", "k").key
