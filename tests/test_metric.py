@@ -22,7 +22,7 @@ def test_a_name_is_registered_once():
 
 def test_a_third_party_metric_reaches_the_run_summary_and_the_record_check(monkeypatch):
     from r2f_bench.cli.run import summary
-    from r2f_bench.results.aggregate import invalid
+    from r2f_bench.results.cells import invalid
     from records import record
 
     spec = MetricSpec("calibration", "Calib", "%", "share of confident answers that are right", True,

@@ -243,9 +243,9 @@ def _locked_key(tmp_path: Path) -> tuple[list, str]:
 
     from r2f_bench.engine.config import RunConfig
     from r2f_bench.results.store import job_key
-    from r2f_bench.results.sweep import plan
+    from r2f_bench.results.sweep import sweep_jobs
 
-    jobs = plan(["r2f"], ["rwku"], [0], limit=1, output=str(tmp_path))
+    jobs = sweep_jobs(["r2f"], ["rwku"], [0], limit=1, output=str(tmp_path))
     run = fake_runner.Run(RunConfig(**jobs[0].fields))
     return jobs, job_key(run.config.to_dict(), "t1", run.data_revision(), run.versions(), run.resolved_params())
 

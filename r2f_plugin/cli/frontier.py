@@ -14,7 +14,7 @@ from ..results.frontier_run import Settings, run_frontier
 from ..results.frontier_tables import as_json, write_report
 from ..results.launch import add_launcher_options, launcher
 from ..results.store import Store
-from ..results.sweep import SweepReport, parse_seeds, split_list
+from ..results.sweep import SweepReport, parse_seeds, comma_list
 from .options import (add_budget_option, add_json_option, add_keep_going_option, add_methods_option,
                       add_out_dir_option, add_run_options, add_seeds_option, add_task_option, budget_deadline,
                       json_command, run_values, say)
@@ -27,7 +27,7 @@ def run(args: argparse.Namespace) -> dict[str, Any] | None:
     """Run, refine and tabulate the frontier, print its tables; its JSON (``None``: this
     process ran its share under ``accelerate launch``, and the main one tabulates)."""
     launch = launcher(args, say(args))  # a missing submitit or a bad combination fails first
-    settings = Settings(split_list(args.methods), args.task, parse_seeds(args.seeds), run_values(args), args.points,
+    settings = Settings(comma_list(args.methods), args.task, parse_seeds(args.seeds), run_values(args), args.points,
                         args.refine, args.baseline, args.keep_going, budget_deadline(args), args.after,
                         args.name_control)
     measured = run_frontier(settings, launch, say(args))
@@ -52,7 +52,7 @@ def add_parser(subparsers: Any) -> None:
                                           "bootstrap CIs over targets and taught models, Holm-corrected paired "
                                           "differences against a baseline and tiers, frontier.png and the tables in "
                                           "Markdown, LaTeX, CSV and HTML.")
-    add_run_options(p, split=False)
+    add_run_options(p, evaluation=False)
     add_methods_option(p, "all", ", `all` (default) among them; name@param=value sets parameters of one entry, e.g. "
                                  "all,r2f@steps=5,fullgrad@steps=5")
     add_task_option(p, "whose targets are unlearned")

@@ -16,12 +16,12 @@ from ..jsontext import json_safe
 from ..plugins import DEFAULT_TASK
 
 
-def add_run_options(p: argparse.ArgumentParser, split: bool = True, limit_help: str | None = None) -> None:
-    """The options of :class:`RunConfig` (models, data, targets, ...) and ``--quiet``. ``split``:
+def add_run_options(p: argparse.ArgumentParser, evaluation: bool = True, limit_help: str | None = None) -> None:
+    """The options of :class:`RunConfig` (models, data, targets, ...) and ``--quiet``. ``evaluation``:
     also the evaluation-only options (``--sequential``, ``--save-model``, ``--split``);
     ``limit_help``: ``--limit``'s help, where the command reads it otherwise."""
     for opt in OPTIONS.values():
-        if split or not opt.evaluation_only:
+        if evaluation or not opt.evaluation_only:
             _add(p, opt, limit_help if opt.name == "limit" and limit_help else opt.help, opt.default)
     add_quiet_option(p)
 

@@ -53,7 +53,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                                    "(cached: a run reads the answers back) and prints, most known first, how many "
                                    "it answers; USR on a target rests on these. Then run on the targets it knows "
                                    "(--targets) or let runs skip the rest (--min-known).")
-    add_run_options(p, split=False, limit_help="targets to scan, from the first (default 3); all of RWKU's: --limit 200")
+    add_run_options(p, evaluation=False, limit_help="targets to scan, from the first (default 3); all of RWKU's: --limit 200")
     add_task_option(p, "whose targets are scanned")
     p.add_argument("--top", type=int, default=12, help="targets in the suggested --targets line (default 12)")
     add_json_option(p, "each target's counts")

@@ -14,8 +14,8 @@ from ..errors import UserError
 from ..plugins import registry as plugin_registry
 from ..results.launch import add_launcher_options, launcher
 from ..results.store import Store
-from ..results.sweep import (ABLATIONS, execute, expand, parse_seeds, plan, process_tag, shard,
-                             split_list)
+from ..results.sweep import (ABLATIONS, comma_list, execute, expand, parse_seeds, process_tag, shard,
+                             sweep_jobs)
 from .options import (add_budget_option, add_keep_going_option, add_methods_option, add_quiet_option,
                       add_seeds_option, add_sweep_run_options, budget_deadline, run_values, say)
 
@@ -43,9 +43,9 @@ def sweep_command(args: argparse.Namespace) -> None:
     if args.methods is None:
         methods = plugin_registry().with_ablation(args.ablation) if args.ablation else ["all"]
     else:
-        methods = split_list(args.methods)
+        methods = comma_list(args.methods)
     given = run_values(args, sweep=True)
-    jobs = plan(expand(methods, "method"), expand(split_list(args.tasks), "task"), parse_seeds(args.seeds),
+    jobs = sweep_jobs(expand(methods, "method"), expand(comma_list(args.tasks), "task"), parse_seeds(args.seeds),
                 ablation=args.ablation, models=given.pop("model", None) or [None],
                 proxies=given.pop("proxy", None) or [None], **given)
     if launch is not None:

@@ -8,7 +8,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from ..results.aggregate import invalid, newest_per_cell
+from ..results.cells import invalid, newest_per_cell
 from ..errors import UserError
 from ..plugins import registry
 from ..results.render import FORMATS, render, to_json, write_files

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..results.sweep import parse_seeds, split_list
+from ..results.sweep import parse_seeds, comma_list
 from ..results.tune import DEFAULT_MIN_GUR, parse_grid, plan_searches, run_search
 from .options import (add_json_option, add_methods_option, add_run_options, add_seeds_option, add_task_option,
                       json_command, run_config, say)
@@ -13,7 +13,7 @@ from .options import (add_json_option, add_methods_option, add_run_options, add_
 
 def search(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Search every method, print each search's table; the searches as JSON objects."""
-    searches = plan_searches(split_list(args.methods), lambda method: run_config(args, method, args.task),
+    searches = plan_searches(comma_list(args.methods), lambda method: run_config(args, method, args.task),
                              parse_grid(args.grid) if args.grid else None, args.points)
     results, progress = [], say(args, once=True)
     for s in searches:
@@ -30,7 +30,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                                           "(methods fit on one half of the dev targets, the other half is scored; the "
                                           "evaluation targets are never touched) and choose by one rule: the highest USR "
                                           "with GUR >= --min-gur, else the highest GUR.")
-    add_run_options(p, split=False, limit_help="evaluation targets to set aside (the dev targets come from the end of "
+    add_run_options(p, evaluation=False, limit_help="evaluation targets to set aside (the dev targets come from the end of "
                                                "the target list, never among them; default 3)")
     add_methods_option(p, None, " to tune (--method is the same)", required=True, alias="--method")
     add_task_option(p, "whose dev targets are searched")

@@ -24,14 +24,14 @@ def add_parser(sub: Any) -> None:
     fit = dsub.add_parser("fit", help="fit the decoder on the proxy and save it (safetensors)",
                           description="Fit the decoder on the proxy model's (LoRA gradient, full gradient) pairs over "
                                       "the dev targets' requests, cache it, and optionally write it to --out.")
-    add_run_options(fit, split=False)
+    add_run_options(fit, evaluation=False)
     add_task_option(fit, "whose dev targets the decoder is fitted on")
     fit.add_argument("--out", help="where to write the decoder (default: the cache)")
     fit.set_defaults(func=cmd_fit)
     ev = dsub.add_parser("eval", help="cosine and relative error of decoded vs exact gradients on held-out facts",
                          description="Cosine and relative error between decoded and exact full-model gradients on "
                                      "held-out facts (the evaluation targets' requests), per layer role.")
-    add_run_options(ev, split=False)
+    add_run_options(ev, evaluation=False)
     add_task_option(ev, "whose targets supply the facts")
     ev.add_argument("--decoder", help="a fitted decoder file (default: fit on --proxy)")
     ev.add_argument("--compare", default=",".join(ROWS),

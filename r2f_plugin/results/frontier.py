@@ -27,7 +27,7 @@ diverged or failed, or a record missing at one strength, stays in its curve as
 :data:`FAILURE` (USR 0, GUR 0: it forgot nothing and kept nothing, so it can never
 help its method); it is never dropped.
 
-**Uncertainty** (:mod:`r2f_bench.results.aggregate`): each bootstrap sample draws whole
+**Uncertainty** (:mod:`r2f_bench.results.stats`): each bootstrap sample draws whole
 targets with replacement (all their seeds together), recomputes every method's mean
 curve and its summaries; the 95% percentile interval carries n units, targets and
 seeds. Every method is drawn with the same samples, so the difference of two methods'
@@ -43,7 +43,7 @@ from typing import Hashable, Mapping, Sequence
 
 import numpy as np
 
-from .aggregate import BOOTSTRAP_SAMPLES, CONFIDENCE, Stat, percentile_interval, unit_weights
+from .stats import BOOTSTRAP_SAMPLES, CONFIDENCE, Stat, percentile_interval, unit_weights
 
 Unit = tuple[str, int]  # (target, seed)
 Score = tuple[float, float]  # (usr, gur)

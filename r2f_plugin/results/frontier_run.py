@@ -17,7 +17,7 @@ from ..engine.distributed import process_state
 from ..errors import UserError
 from ..plugins import registry
 from ..unlearner import Strength, method_variant
-from .aggregate import invalid
+from .cells import invalid
 from .frontier import GUR_LEVELS, Frontier, Score, Unit, frontier, next_strength
 from .launch import Submitit
 from .store import Store
@@ -99,7 +99,7 @@ class Measured:
         return next(f for f in self.results if f.method == self.baseline)
 
 
-def plan(settings: Settings, entries: list[str]) -> list[Curve]:
+def curves_of(settings: Settings, entries: list[str]) -> list[Curve]:
     """Per method entry (``name`` or ``name@param=value@...``): its knob and log-spaced
     strengths over the knob's declared range, or over ``low:high`` where the entry sets the
     knob so (``fullgrad@step=1e-4:1e-3``); every entry checked before anything runs."""
@@ -292,7 +292,7 @@ def run_frontier(settings: Settings, launch: Submitit | None, progress: Progress
     if settings.name_control and registry().task(settings.task).name_control_set is None:
         raise UserError(f"--name-control: the task {settings.task!r} asks no name-control probes; drop the option "
                         f"or choose a task that defines name_control_set (e.g. rwku).")
-    curves = plan(settings, list(dict.fromkeys(e for x in entries
+    curves = curves_of(settings, list(dict.fromkeys(e for x in entries
                                                for e in (expand(["all"], "method") if x == "all" else [x]))))
     baseline = baseline_of(settings.baseline, curves)
     if settings.deadline is not None and (launch is not None or process_state().num_processes > 1):

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from .aggregate import Stat, aggregate
+from .stats import Stat, group_stats
 from ..metric import METRICS
 from .frontier import (ALPHA, AREA_FROM, FAILURE_RULE, GUR_LEVELS, KEYS, MEASURED, OPEN, TOLERANCE, Frontier,
                        excludes_zero, holm, paired, paired_p, tiers)
@@ -196,7 +196,7 @@ def attacks_table(m: Measured) -> Table | None:
                for f in m.results}
     if not (fields := attack_fields(r for rs in shipped.values() for r in rs)):
         return None
-    stat = lambda rs, path: aggregate(rs, path, lambda r: 0).get(0)
+    stat = lambda rs, path: group_stats(rs, path, lambda r: 0).get(0)
     rows = [(f.method, [stat(shipped[f.method], "usr")] + [stat(shipped[f.method], f"attacks.{s}.{key}")
                                                          for s, key, _, _ in fields]) for f in m.results]
     columns = [Column("usr", METRICS["usr"].title, "the deletion", True)] + [Column(f"{s}.{key}", title, s, higher)

@@ -14,7 +14,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Callable, Hashable, Sequence
 
-from .aggregate import Record, aggregate, setting, setting_label, task_order, varying
+from .stats import Record, group_stats
+from .cells import setting, setting_label, task_order, varying
 from ..atomic import atomic_path
 from ..jsontext import canonical_json
 from .tables import direction
@@ -76,7 +77,7 @@ def series(records: Sequence[Record], axis: str) -> dict[tuple[str, str], dict[s
 
     out: dict[tuple[str, str], dict[str, dict[float, Any]]] = defaultdict(lambda: defaultdict(dict))
     for metric in PLOTTED:
-        for (task, label, _, x), stat in aggregate(points, metric, key).items():
+        for (task, label, _, x), stat in group_stats(points, metric, key).items():
             out[(task, label)][metric][x] = stat
     return {k: v for k, v in out.items() if len({x for m in v.values() for x in m}) >= 2}
 

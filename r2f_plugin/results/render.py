@@ -9,7 +9,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from .aggregate import Stat
+from .stats import Stat
 from ..atomic import atomic_path, write_fully
 from ..errors import UserError
 from .tables import NA_NOTE, Column, Table

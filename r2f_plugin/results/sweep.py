@@ -71,7 +71,7 @@ class SweepReport:
 
 
 # -- planning -----------------------------------------------------------------
-def split_list(text: str | None) -> list[str]:
+def comma_list(text: str | None) -> list[str]:
     """A comma-separated option as a list (empty when unset)."""
     return names(text) or []
 
@@ -79,7 +79,7 @@ def split_list(text: str | None) -> list[str]:
 def parse_seeds(text: str) -> list[int]:
     """``0,1,2`` or ``0-4`` (inclusive ranges), mixed freely."""
     seeds: list[int] = []
-    for part in split_list(text):
+    for part in comma_list(text):
         lo, sep, hi = part.partition("-")
         try:
             seeds += list(range(int(lo), int(hi) + 1)) if sep else [int(part)]
@@ -110,7 +110,7 @@ def expand(requested: Sequence[str], kind: str, registry: Any = None) -> list[st
     return list(dict.fromkeys(requested))
 
 
-def plan(methods: Sequence[str], tasks: Sequence[str], seeds: Sequence[int], *,
+def sweep_jobs(methods: Sequence[str], tasks: Sequence[str], seeds: Sequence[int], *,
          ablation: str | None = None, models: Sequence[str | None] = (None,),
          proxies: Sequence[str | None] = (None,), params: dict[str, str] | None = None,
          output: str = RunConfig.output, **given: Any) -> list[Job]:

@@ -2,7 +2,7 @@
 
 Every cell aggregates the same way: the mean of a metric over every (target, seed)
 record that has it, with its 95% bootstrap confidence interval (percentile, targets and
-seeds resampled: :func:`~r2f_bench.results.aggregate.unit_weights`) and ``n`` the number of records, printed
+seeds resampled: :func:`~r2f_bench.results.stats.unit_weights`) and ``n`` the number of records, printed
 as ``mean [lo, hi]``. A cell of one record has no interval. The best cell of a
 column is bold, by the metric's direction (:func:`direction`); cells equal to it at
 the shown precision are bold too. A row that ran on a dataset but whose records all
@@ -28,7 +28,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping, Sequence
 
-from .aggregate import Record, Stat, aggregate, setting, setting_label, task_order, varying
+from .stats import Record, Stat, group_stats
+from .cells import setting, setting_label, task_order, varying
 from ..cost import ONCE_PHASES, TARGET_PHASES
 from ..engine.metrics import ANSWERED_NOTE, MIN_UTILITY
 from ..metric import METRICS, legend
@@ -172,7 +173,7 @@ def cell_stats(records: Sequence[Record], metrics: Iterable[str],
     """(row label, task, metric) -> the cell's :class:`Stat`: :data:`UNDEFINED` where the row
     has records on the task but none defines the metric, ``None`` where it has none there."""
     key = lambda r: (label(r), r.get("task"))
-    stats = {m: aggregate(records, m, key) for m in metrics}
+    stats = {m: group_stats(records, m, key) for m in metrics}
     ran = {key(r) for r in records}
     return lambda lab, task, m: stats[m].get((lab, task)) or (UNDEFINED if (lab, task) in ran else None)
 
@@ -328,7 +329,7 @@ def transfer_tables(records: Sequence[Record]) -> list[Table]:
         targets, proxies = sorted({t for t, _ in pairs}), sorted({p for _, p in pairs})
         if len(pairs) < 2:
             continue
-        stats = {m: aggregate(rs, m, lambda r: (setting(r)["target"], setting(r)["proxy"])) for m in ("usr", "gur")}
+        stats = {m: group_stats(rs, m, lambda r: (setting(r)["target"], setting(r)["proxy"])) for m in ("usr", "gur")}
         columns = [Column(f"{p}.{m}", METRICS[m].column_title, p, direction(m), METRICS[m].digits)
                    for p in proxies for m in ("usr", "gur")]
         rows = [(t, [stats[m].get((t, p)) for p in proxies for m in ("usr", "gur")]) for t in targets]

@@ -11,7 +11,7 @@ from r2f_bench.cli.main import build_parser
 from r2f_bench.cli.options import run_config, run_values
 from r2f_bench.engine.config import OPTIONS, RunConfig, check_bounds
 from r2f_bench.errors import UserError
-from r2f_bench.results.sweep import plan
+from r2f_bench.results.sweep import sweep_jobs
 
 SWEPT = [o for o in OPTIONS.values() if o.sweep is not None]
 
@@ -89,7 +89,7 @@ def test_every_sweep_option_reaches_the_jobs():
         words += argv
     values = run_values(build_parser().parse_args(words), sweep=True)
     assert values.pop("model") == values.pop("proxy") == ["a", "b"]  # several: a job each
-    jobs = plan(["r2f"], ["rwku"], [0], models=["a", "b"], proxies=["c"], **values)
+    jobs = sweep_jobs(["r2f"], ["rwku"], [0], models=["a", "b"], proxies=["c"], **values)
     assert [(j.fields["model"], j.fields["proxy"]) for j in jobs] == [("a", "c"), ("b", "c")]
     config = RunConfig(**jobs[0].fields)
     assert {o.name: getattr(config, o.name) for o in SWEPT if o.sweep != "each"} == \

@@ -10,7 +10,7 @@ from collections import Counter
 from pathlib import Path
 
 from r2f_bench.results.store import Store
-from r2f_bench.results.sweep import plan
+from r2f_bench.results.sweep import sweep_jobs
 
 ROOT = Path(__file__).resolve().parents[2]
 METHODS, TASKS, SEEDS = ["r2f", "grad_ascent", "fullgrad"], ["rwku"], [0, 1]
@@ -41,7 +41,7 @@ def test_two_processes_split_jobs_without_duplicates(tmp_path):
     done = _launch(output, log)
     assert done.returncode == 0, done.stdout + done.stderr
     calls = [json.loads(line) for line in log.read_text().splitlines()]
-    jobs = plan(METHODS, TASKS, SEEDS)
+    jobs = sweep_jobs(METHODS, TASKS, SEEDS)
     assert len(calls) == 2 * len(jobs)  # two targets per job
     assert set(Counter((c["label"], c["target"]) for c in calls).values()) == {1}  # no duplicates
     assert {c["rank"] for c in calls} == {0, 1} and len({c["pid"] for c in calls}) == 2

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from r2f_bench.errors import UserError
-from r2f_bench.results.frontier_run import Curve, Settings, first_round, plan, without_cut
+from r2f_bench.results.frontier_run import Curve, Settings, curves_of, first_round, without_cut
 
 
 def test_a_frontiers_first_round_puts_the_shipped_defaults_then_the_weakest_strengths_first():
@@ -24,9 +24,9 @@ def test_a_frontiers_first_round_puts_the_shipped_defaults_then_the_weakest_stre
 def test_a_frontier_entry_can_give_its_knob_a_range_of_its_own():
     """A pretrained model's steps lie far below the demo model's declared range."""
     settings = Settings(["fullgrad@step=1e-4:1e-3", "fullgrad"], "rwku", [0], {"output": "o"}, 3, 0, None, False)
-    ranged, declared = plan(settings, settings.methods)
+    ranged, declared = curves_of(settings, settings.methods)
     assert ranged.strengths == [1e-4, 3.16e-4, 1e-3] and declared.strengths[0] == 0.002
     assert "step" not in ranged.base["params"] and ranged.entry == "fullgrad@step=1e-4:1e-3"
     for bad in ("fullgrad@step=1e-3:1e-4", "fullgrad@step=x:1", "fullgrad@step=0:1"):
         with pytest.raises(UserError, match=r"bad range step=.* write step=low:high with 0 < low < high"):
-            plan(settings, [bad])
+            curves_of(settings, [bad])

@@ -8,7 +8,7 @@ from r2f_bench.cli import main
 from r2f_bench.errors import UserError
 from r2f_bench.results.store import Store, record_key
 from r2f_bench.results.sweep import (RANKS, TRANSFER_PROXIES, TRANSFER_TARGETS, VIEWS, execute, expand,
-                              parse_seeds, plan, shard)
+                              parse_seeds, shard, sweep_jobs)
 
 REGISTRY = SimpleNamespace(listing=lambda kind: [SimpleNamespace(name=n) for n in (
     ["fullgrad", "ga", "r2f"] if kind == "method" else ["rwku", "wmdp"])])
@@ -40,34 +40,34 @@ def test_seeds_and_all_expansion():
 
 
 def test_plan_product_order_and_presets():
-    jobs = plan(["r2f", "ga"], ["rwku", "wmdp"], [0, 1], params={"lr": "1"}, limit=2, output="o")
+    jobs = sweep_jobs(["r2f", "ga"], ["rwku", "wmdp"], [0, 1], params={"lr": "1"}, limit=2, output="o")
     assert len(jobs) == 8 and len({j.label for j in jobs}) == 8
     assert [j.fields["seed"] for j in jobs] == [0] * 4 + [1] * 4  # seed-major
     assert jobs[0].fields == {"method": "r2f", "task": "rwku", "seed": 0, "output": "o", "params": {"lr": "1"},
                               "limit": 2}
-    rank = plan(["r2f"], ["rwku"], [0], ablation="rank", params={"lr": "1"})
+    rank = sweep_jobs(["r2f"], ["rwku"], [0], ablation="rank", params={"lr": "1"})
     assert [j.fields["params"] for j in rank] == [{"lr": "1", "rank": str(r)} for r in RANKS]
-    assert [j.fields["views"] for j in plan(["r2f"], ["rwku"], [0], ablation="views")] == list(VIEWS)
-    transfer = plan(["r2f"], ["rwku"], [0], ablation="transfer")
+    assert [j.fields["views"] for j in sweep_jobs(["r2f"], ["rwku"], [0], ablation="views")] == list(VIEWS)
+    transfer = sweep_jobs(["r2f"], ["rwku"], [0], ablation="transfer")
     assert len(transfer) == 36
     assert {(j.fields["model"], j.fields["proxy"]) for j in transfer} == \
         {(t, p) for t in TRANSFER_TARGETS for p in TRANSFER_PROXIES}
     assert {j.fields["model"].split(":")[1].split("-")[0] for j in transfer} == {"mistral", "llama", "gpt2"}
-    own = plan(["r2f"], ["rwku"], [0], ablation="transfer", models=["a", "b"], proxies=["c"])
+    own = sweep_jobs(["r2f"], ["rwku"], [0], ablation="transfer", models=["a", "b"], proxies=["c"])
     assert [(j.fields["model"], j.fields["proxy"]) for j in own] == [("a", "c"), ("b", "c")]
     with pytest.raises(UserError):
-        plan(["r2f"], ["rwku"], [0], ablation="depth")
+        sweep_jobs(["r2f"], ["rwku"], [0], ablation="depth")
 
 
 def test_shards_partition_the_plan():
-    jobs = plan(["a", "b", "c"], ["x"], [0, 1, 2])
+    jobs = sweep_jobs(["a", "b", "c"], ["x"], [0, 1, 2])
     parts = [shard(jobs, i, 4) for i in range(4)]
     labels = [j.label for p in parts for j in p]
     assert sorted(labels) == sorted(j.label for j in jobs) and len(set(labels)) == len(jobs)
 
 
 def test_runs_everything_then_skips_on_resume(tmp_path):
-    jobs = plan(["r2f", "ga"], ["rwku"], [0, 1], output=str(tmp_path))
+    jobs = sweep_jobs(["r2f", "ga"], ["rwku"], [0, 1], output=str(tmp_path))
     first = execute(jobs, str(tmp_path), runner=fake_runner.Run, process=(0, 1), progress=lambda m: None)
     assert (first.ran, first.skipped) == (12, 0)
     store = Store(tmp_path)
@@ -79,15 +79,15 @@ def test_runs_everything_then_skips_on_resume(tmp_path):
 
 def test_changed_config_or_data_forces_a_rerun(tmp_path, monkeypatch):
     quiet = dict(runner=fake_runner.Run, process=(0, 1), progress=lambda m: None)
-    execute(plan(["r2f"], ["rwku"], [0]), str(tmp_path), **quiet)
-    report = execute(plan(["r2f"], ["rwku"], [0], params={"rank": "4"}), str(tmp_path), **quiet)
+    execute(sweep_jobs(["r2f"], ["rwku"], [0]), str(tmp_path), **quiet)
+    report = execute(sweep_jobs(["r2f"], ["rwku"], [0], params={"rank": "4"}), str(tmp_path), **quiet)
     assert report.ran == 3  # same names, changed hyper-parameter: new keys
-    report = execute(plan(["r2f"], ["rwku"], [0], views=3), str(tmp_path), **quiet)
+    report = execute(sweep_jobs(["r2f"], ["rwku"], [0], views=3), str(tmp_path), **quiet)
     assert report.ran == 3
     monkeypatch.setenv("R2F_FAKE_REVISION", "rev2")
-    assert execute(plan(["r2f"], ["rwku"], [0]), str(tmp_path), **quiet).ran == 3
+    assert execute(sweep_jobs(["r2f"], ["rwku"], [0]), str(tmp_path), **quiet).ran == 3
     monkeypatch.setenv("R2F_FAKE_DEFAULT", "2")  # a method's default changed, same command line
-    assert execute(plan(["r2f"], ["rwku"], [0]), str(tmp_path), **quiet).ran == 3
+    assert execute(sweep_jobs(["r2f"], ["rwku"], [0]), str(tmp_path), **quiet).ran == 3
     assert len(Store(tmp_path)) == 15
 
 
@@ -96,7 +96,7 @@ class Killed(BaseException):
 
 
 def test_killed_midway_resumes_each_job_exactly_once(tmp_path, monkeypatch):
-    jobs = plan(["r2f", "ga", "fullgrad"], ["rwku"], [0, 1])
+    jobs = sweep_jobs(["r2f", "ga", "fullgrad"], ["rwku"], [0, 1])
     real = fake_runner.Run.run_target
     budget = {"left": 7}
 
@@ -126,7 +126,7 @@ def test_keep_going_reports_failures(tmp_path, monkeypatch):
         return real(self, target)
 
     monkeypatch.setattr(fake_runner.Run, "run_target", flaky)
-    jobs = plan(["ga", "r2f"], ["rwku"], [0])
+    jobs = sweep_jobs(["ga", "r2f"], ["rwku"], [0])
     with pytest.raises(RuntimeError):
         execute(jobs, str(tmp_path), runner=fake_runner.Run, process=(0, 1), progress=lambda m: None)
     report = execute(jobs, str(tmp_path), runner=fake_runner.Run, process=(0, 1), keep_going=True,

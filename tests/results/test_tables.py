@@ -5,7 +5,7 @@ import io
 import pytest
 
 from r2f_bench.errors import UserError
-from r2f_bench.results.aggregate import summarize
+from r2f_bench.results.stats import summarize
 from r2f_bench.cli.table import add_parser as add_table_parser
 from r2f_bench.results.render import render, to_markdown
 from r2f_bench.results.tables import build_tables

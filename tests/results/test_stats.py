@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from r2f_bench.results.aggregate import aggregate, clustered, percentile_interval, summarize, unit_weights
+from r2f_bench.results.stats import group_stats, clustered, percentile_interval, summarize, unit_weights
 
 
 def test_seeds_of_a_target_do_not_narrow_its_interval():
@@ -66,7 +66,7 @@ def test_a_method_by_model_interaction_widens_the_interval():
     assert coverage(0.0, crossed=True) >= 0.95
 
 
-def test_aggregate_reports_targets_and_seeds():
+def test_group_stats_reports_targets_and_seeds():
     records = [{"target": t, "seed": s, "usr": float(i)} for i, (t, s) in enumerate((("t1", 0), ("t1", 1), ("t2", 0)))]
-    stat = aggregate(records, "usr", key=lambda r: "all")["all"]
+    stat = group_stats(records, "usr", key=lambda r: "all")["all"]
     assert (stat.n, stat.targets, stat.seeds) == (3, 2, 2) and stat.lo <= stat.mean <= stat.hi

@@ -1,0 +1,137 @@
+"""Which records count where: the setting a record was run in (records of different
+settings are never pooled), the tables' task order, the check a record must pass to enter a
+table, and the newest record of each (target, seed) cell."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, Iterable, Mapping, Sequence
+
+from ..jsontext import canonical_json
+from ..metric import METRICS
+from .stats import Record
+
+def setting(record: Record) -> dict[str, Any]:
+    """What distinguishes runs of one method besides task, seed and target.
+
+    The request is what the record says it was made of (``request_source``: RWKU's
+    corpus and its FB probes never share a row). Hyper-parameters are the resolved ones a record carries (``params``: defaults
+    included, so runs that differ only in a default never share a row), else the
+    configured overrides. Models are identified by the spec the run was given
+    (``config.model`` / ``config.proxy``), not by the descriptive labels in
+    ``record["models"]``, which may differ between tasks for the same model (e.g.
+    "taught N facts").
+    """
+    config, models = record.get("config", {}), record.get("models", {})
+    params = record.get("params") or config.get("params") or {}
+    return {"params": dict(params), "views": config.get("views"),
+            "target": config.get("model", models.get("target")), "proxy": config.get("proxy", models.get("proxy")),
+            "request": record.get("request_source"), "retain_items": config.get("retain_items"),
+            "paraphraser": config.get("paraphraser")}
+
+
+SETTING_FIELDS = ("params", "views", "target", "proxy", "request", "retain_items", "paraphraser")
+
+
+def varying(records: Sequence[Record], fields: Sequence[str] = SETTING_FIELDS) -> list[str]:
+    """The setting fields that take more than one value among ``records``; for
+    ``params``, each varying hyper-parameter as ``params.<name>``."""
+    differs = lambda values: len({canonical_json(v) for v in values}) > 1
+    out: list[str] = []
+    for f in fields:
+        if f == "params":
+            names = sorted({k for r in records for k in setting(r)["params"]})
+            out += [f"params.{k}" for k in names if differs(setting(r)["params"].get(k) for r in records)]
+        elif differs(setting(r)[f] for r in records):
+            out.append(f)
+    return out
+
+
+def setting_label(s: Mapping[str, Any], fields: Sequence[str]) -> str:
+    parts: list[str] = []
+    for f in fields:
+        group, _, name = f.partition(".")
+        if name:
+            if name in s.get(group, {}):
+                parts.append(f"{name}={s[group][name]}")
+        elif f in s:
+            parts.append(f"{f}={s[f]}")
+    return ", ".join(parts)
+
+
+def task_order(tasks: Iterable[str]) -> list[str]:
+    """``tasks`` as tables order them: the built-in tasks in registration order, then the rest by name."""
+    from ..plugins import registry
+
+    rank = {t: i for i, t in enumerate(registry().builtin_order("task"))}
+    return sorted(set(tasks), key=lambda t: (rank.get(t, len(rank)), t))
+
+
+REQUIRED = (("method", str), ("task", str), ("target", str), ("seed", int), ("config", dict), ("versions", dict),
+            ("data_revision", str))
+OPTIONAL = (("params", dict), ("models", dict), ("info", dict), ("official", dict), ("set_scores", dict),
+            ("n", dict), ("phases", dict), ("budget", dict), ("attacks", dict))  # where present, of this type
+
+
+def invalid(record: Record) -> str | None:
+    """Why ``record`` cannot enter a table (``None``: it can): a required field missing or
+    mistyped, an optional one (:data:`OPTIONAL`) mistyped, no headline metric fields (``usr``, ``gur``) at all, or a metric that is not
+    a number in its range (:attr:`~r2f_bench.metric.MetricSpec.range`; ``null`` is allowed: undefined)."""
+    for name, kind in REQUIRED:
+        value = record.get(name)
+        if not isinstance(value, kind) or isinstance(value, bool):
+            return f"field {name!r} missing or not a {kind.__name__}"
+    for name, kind in OPTIONAL:
+        if record.get(name) is not None and not isinstance(record[name], kind):
+            return f"field {name!r} is a {type(record[name]).__name__}, not a {kind.__name__}"
+    for metric in ("usr", "gur"):
+        if metric not in record:
+            return f"metric {metric!r} missing (an identity without results)"
+    for metric, spec in METRICS.items():
+        v = record.get(metric)
+        if v is None or spec.range is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            return f"metric {metric!r} is {v!r}, not a number"
+        lo, hi = spec.range
+        if not lo - 1e-9 <= v <= hi + 1e-9:
+            return f"metric {metric!r} is {v!r}, outside [{lo:g}, {hi:g}]"
+    return None
+
+
+def cell(record: Record, all_versions: bool = False) -> str:
+    """The table cell a record counts in once: method, setting, task, target, seed and split;
+    with ``all_versions`` also its code versions and data revision (pooled deliberately)."""
+    identity = [record.get("method"), setting(record), record.get("task"), record.get("target"), record.get("seed"),
+                (record.get("config") or {}).get("split", "eval")]
+    if all_versions:
+        identity += [record.get("versions"), record.get("data_revision")]
+    return canonical_json(identity)
+
+
+def superseded(old: Record, new: Record) -> str:
+    """Why ``old`` gives way to ``new`` in one cell: another code version, data revision, or a duplicate."""
+    if canonical_json(old.get("versions")) != canonical_json(new.get("versions")):
+        return "code version"
+    if old.get("data_revision") != new.get("data_revision"):
+        return "data revision"
+    return "duplicate"
+
+
+def newest_per_cell(records: Iterable[Record], all_versions: bool = False) -> tuple[list[Record], Counter[str]]:
+    """One record per :func:`cell`: the newest (``stored_at``, then key), in the input's
+    order; and how many were set aside, by :func:`superseded`'s reason."""
+    records = list(records)
+    newest: dict[str, Record] = {}
+    for r in records:
+        c = cell(r, all_versions)
+        if c not in newest or _age(r) > _age(newest[c]):
+            newest[c] = r
+    kept_ids = {id(r) for r in newest.values()}
+    aside = Counter(superseded(r, newest[cell(r, all_versions)]) for r in records if id(r) not in kept_ids)
+    return [r for r in records if id(r) in kept_ids], aside
+
+
+def _age(record: Record) -> tuple[float, str]:
+    stored = record.get("stored_at")
+    return (float(stored) if isinstance(stored, (int, float)) else 0.0, str(record.get("key", "")))
