@@ -26,8 +26,8 @@ runs through the untouched model (bit-identical outputs).
   prompt. A teacher-forced pass (prompt + continuation in one forward, e.g.
   log-likelihood scoring) is corrupted over all of its positions.
 * ``sigma``: fitted once in :meth:`ECO.setup` by a zeroth-order grid search toward
-  the unlearning objective on the dev facts: the smallest candidate for which the
-  teacher-forced answer-token accuracy of dev facts with corrupted prompts falls
+  the unlearning objective on the retain pool (the dev targets' requests): the smallest candidate for
+  which the teacher-forced answer-token accuracy of those items with corrupted prompts falls
   to at most ``stop_ratio`` × their clean accuracy (the largest candidate if none
   does). ECO optimises its corruption strength per task with zeroth-order search
   toward a target metric; the grid is our compact version.
@@ -169,7 +169,7 @@ class ECO(Unlearner):
     def _fit_sigma(self, model: torch.nn.Module, ctx: Context) -> float:
         facts = ctx.retain_pool
         if not facts:
-            raise UserError("eco fits sigma on dev facts; use --dev-targets ≥ 1 or --set sigma=S.")
+            raise UserError("eco fits sigma on the retain pool (the dev targets' requests); use --dev-targets ≥ 1 or --set sigma=S.")
         clean = corrupted_accuracy(model, ctx.tokenizer, facts, 0.0, self.rms, ctx.seed)
         trace = {}
         chosen = float(self.params.sigmas[-1])

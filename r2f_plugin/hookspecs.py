@@ -1,8 +1,8 @@
-"""Hook specifications: how methods, benchmarks, attacks and commands plug into r2f-bench.
+"""Hook specifications: how methods, tasks, attacks and commands plug into r2f-bench.
 
 A plugin is a module that implements some of the hooks below with :data:`hookimpl`.
 Third-party plugins are listed under the ``r2f_bench`` entry-point group of their
-distribution; the built-ins (R2F, every baseline, benchmark and attack) are ordinary
+distribution; the built-ins (R2F, every baseline, task and attack) are ordinary
 plugins loaded from :data:`r2f_bench.plugins.DEFAULT_PLUGINS` through the same hooks.
 
 Example (``my_method.py``, with ``[project.entry-points.r2f_bench] mine = "my_method"``)::
@@ -55,9 +55,9 @@ def register_unlearners(register: Callable[[type], None]) -> None:
 
 @hookspec
 def register_tasks(register: Callable[[type], None]) -> None:
-    """Register benchmarks.
+    """Register tasks (each the adapter of one benchmark: RWKU, WMDP, ...).
 
-    :param register: call ``register(cls)`` once per benchmark, where ``cls`` is a
+    :param register: call ``register(cls)`` once per task, where ``cls`` is a
         subclass of :class:`r2f_bench.Task`. Its ``name`` is what users pass to
         ``--task``.
 
@@ -66,7 +66,7 @@ def register_tasks(register: Callable[[type], None]) -> None:
     ``process_results`` returns per probe the keys of :data:`r2f_bench.task.METRIC_KEYS`
     (``rouge_l_recall`` and ``answered`` for generation, ``acc`` for multiple choice).
     Each set plays one role (:data:`r2f_bench.task.ROLES`): ``utility`` (the task's
-    ``utility_set``), ``locality`` (its ``neighbor_sets``), ``name_control`` (its
+    ``utility_set``), ``locality`` (its ``locality_sets``), ``name_control`` (its
     ``name_control_set``, if any: neighbour probes asked with the target's name), ``seen``
     (the loaded benchmark's ``seen_sets``: strings of the request itself) or ``held_out``
     (all others: the headline USR). ``load`` must keep every evaluated string out of what a

@@ -1,10 +1,10 @@
-"""The contract every benchmark implements, written once.
+"""The contract every task (the adapter of one benchmark) implements, written once.
 
 **Probe sets and roles.** A task's :meth:`Task.load` gives each target probe sets by
 name. Every set is an lm-eval task named ``f"{task}_{set}"`` (:meth:`Task.lm_eval_name`)
 whose YAML lives in :meth:`Task.yaml_dir`, and plays exactly one :data:`ROLES` role in
 the scores (:meth:`Task.role`): the benchmark's general-utility set (``utility``),
-a neighbour set (``locality``: ``neighbor_sets``), a set built from the request's own
+a neighbour set (``locality``: ``locality_sets``), a set built from the request's own
 strings (``seen``: :attr:`~r2f_bench.data.Benchmark.seen_sets`), the name-mention
 control (``name_control``: ``name_control_set``, the neighbour probes asked with the
 target's name in them), or else a held-out forget set (``held_out``: the headline USR). Methods and the run
@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
+import warnings
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
@@ -88,23 +89,30 @@ def download(hub: HubData) -> Path:
 
 
 class Task(ABC):
-    """A benchmark: loads its official layout, builds each target's forget request and
-    names its probe sets (roles, metric keys and YAML names: the module docstring).
+    """A task, the adapter of one benchmark: loads its official layout, builds each target's
+    forget request and names its probe sets (roles, metric keys and YAML names: the module docstring).
 
     ``forget_sets`` lists every forget set the task can produce (for ``r2f-bench
-    tasks``); ``neighbor_sets`` are its locality sets; ``utility_set`` names the
+    tasks``); ``locality_sets`` are its locality sets; ``utility_set`` names the
     general-utility set.
     """
 
     name: ClassVar[str] = ""
     description: ClassVar[str] = ""
     forget_sets: ClassVar[tuple[str, ...]] = ()
-    neighbor_sets: ClassVar[tuple[str, ...]] = ()
+    locality_sets: ClassVar[tuple[str, ...]] = ()
     utility_set: ClassVar[str] = "utility"
     # the probe set of the name-mention control (None: the task has none; see :data:`NAME_CONTROL`)
     name_control_set: ClassVar[str | None] = None
     # the requests a user may pick with --forget-source (first: default; empty: one kind)
     forget_sources: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "neighbor_sets" in vars(cls):  # the attribute's name before it matched the metric's: read, and said
+            warnings.warn(f"task class {cls.__name__}: `neighbor_sets` is now `locality_sets`; rename it",
+                          DeprecationWarning, stacklevel=2)
+            cls.locality_sets = vars(cls)["neighbor_sets"]
 
     @abstractmethod
     def load(self, data_dir: Path | HubData | None, targets: list[str] | None, limit: int | None,
@@ -131,7 +139,7 @@ class Task(ABC):
             return UTILITY
         if probe_set == self.name_control_set:
             return NAME_CONTROL
-        if probe_set in self.neighbor_sets:
+        if probe_set in self.locality_sets:
             return LOCALITY
         return SEEN if probe_set in bench.seen_sets else HELD_OUT
 
@@ -155,9 +163,9 @@ class Task(ABC):
 
         The default reports each forget and neighbour set's mean under its own name.
         """
-        return {s: set_scores[s] for s in self.forget_sets + self.neighbor_sets if s in set_scores}
+        return {s: set_scores[s] for s in self.forget_sets + self.locality_sets if s in set_scores}
 
-    def extra_scores(self, model: Any, tokenizer: Any, benchmark: Benchmark, target: Any) -> dict[str, float]:
+    def extra_scores(self, model: Any, tokenizer: Any, bench: Benchmark, target: Any) -> dict[str, float]:
         """Official metrics that are not per-probe generations (e.g. MUSE PrivLeak's
         Min-K% scores). Called on the untouched and on the unlearned model; the
         default has none."""
@@ -277,7 +285,7 @@ def check_yamls(task: type[Task]) -> None:
             raise UserError(f"task YAML {path} {why} (itself or through its include); add it ({YAML_FIX}).")
         if "group" not in config:
             defined.add(str(config.get("task")))
-    for probe_set in (*task.forget_sets, *task.neighbor_sets, task.utility_set, *filter(None, [task.name_control_set])):
+    for probe_set in (*task.forget_sets, *task.locality_sets, task.utility_set, *filter(None, [task.name_control_set])):
         if (name := task.lm_eval_name(probe_set)) not in defined:
             raise UserError(f"task {task.name!r} has no lm-eval YAML for its probe set {probe_set!r} (one with "
                             f"`task: {name}` in {task.yaml_dir()}); add it ({YAML_FIX}).")

@@ -33,7 +33,7 @@ def assert_lm_eval_round_trip(task_cls: type) -> None:
     """Every probe set has a YAML named ``<task>_<set>`` whose dataset hook returns rows."""
     from r2f_bench.engine.lmeval import load_probe_dataset
 
-    expected = task_cls.forget_sets + task_cls.neighbor_sets + (task_cls.utility_set,)
+    expected = task_cls.forget_sets + task_cls.locality_sets + (task_cls.utility_set,)
     assert yaml_sets(task_cls.yaml_dir()) == {f"{task_cls.name}_{s}": s for s in expected}
     for s in expected:
         rows = load_probe_dataset(task_cls.name, s)["test"]

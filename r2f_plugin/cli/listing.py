@@ -43,7 +43,7 @@ def cmd_list(kind: str) -> Callable[[argparse.Namespace], None]:
                                  for f in dataclasses.fields(cls.Params)]
             else:
                 row["yaml_dir"] = str(cls.yaml_dir())
-                row["lm_eval_tasks"] = [cls().lm_eval_name(s) for s in cls.forget_sets + cls.neighbor_sets + (cls.utility_set,)]
+                row["lm_eval_tasks"] = [cls().lm_eval_name(s) for s in cls.forget_sets + cls.locality_sets + (cls.utility_set,)]
             rows.append(row)
         if args.json:
             print(json.dumps(rows, indent=2, default=str))

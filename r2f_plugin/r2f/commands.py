@@ -122,7 +122,7 @@ def evaluate(args: argparse.Namespace) -> list[dict[str, Any]]:
                 "uses": decoder.uses, "aggregate": aggregate}
     print(f"decoder eval: target {run.model_label}, proxy {ctx.proxy.label}, LoRA rank {p.rank}, "
           f"{len(per_fact)} held-out facts from the evaluation targets, decoder fitted on "
-          f"{len(ctx.retain_pool)} dev facts")
+          f"{len(ctx.retain_pool)} retain-pool items")
     roles = sorted(k for k in next(iter(rows.values()))["cosine"] if k != "overall")
     print(f"{'decoder':<14}{'views':>6}" + "".join(f"{r:>10}" for r in roles)
           + f"{'overall':>16}{'rel.err':>9}")

@@ -54,7 +54,8 @@ UNTOUCHED: Score = (0.0, 100.0)
 FAILURE: Score = (0.0, 0.0)
 FAILURE_RULE = ("a diverged or failed deletion (or a missing record) stays in its curve as USR 0, GUR 0: it forgot "
                 "nothing and kept nothing, so it can never help its method")
-KEYS = tuple(f"usr_at_gur{g:g}" for g in GUR_LEVELS) + ("auc",)  # the summaries, in table order
+AREA_KEY = "auc"  # the area's key in the frontier's JSON and CSV (an output name: kept as it was first written)
+KEYS = tuple(f"usr_at_gur{g:g}" for g in GUR_LEVELS) + (AREA_KEY,)  # the summaries, in table order
 FLOORS = {f"usr_at_gur{g:g}": g for g in GUR_LEVELS}  # a matched-utility summary -> its GUR floor
 ALPHA = 1 - CONFIDENCE  # the family-wise error rate of a table's comparisons (Holm)
 MEASURED, OPEN, RESOLUTION, ROUNDS = "measured", "open", "strength resolution", "round limit"

@@ -81,7 +81,7 @@ class Readout:
 
 
 @dataclass
-class Measured:
+class FrontierResults:
     """Every curve's frontier, the entry the others are paired against, what the store
     held for them and the jobs that failed."""
 
@@ -281,7 +281,7 @@ def refine(curves: list[Curve], results: list[Frontier]) -> list[Job]:
     return jobs
 
 
-def run_frontier(settings: Settings, launch: Submitit | None, progress: Progress) -> Measured | SweepReport:
+def run_frontier(settings: Settings, launch: Submitit | None, progress: Progress) -> FrontierResults | SweepReport:
     """Run every curve, refine it at the GUR floors and read the frontiers, warning through
     ``progress`` of failed jobs and skipped records. Under ``accelerate launch`` every
     process runs its share of each round and the main one reads the frontiers; the others
@@ -317,5 +317,5 @@ def run_frontier(settings: Settings, launch: Submitit | None, progress: Progress
     if any(map(taught_strings, readout.records)):
         progress("warning: the embedded model was taught these probes verbatim, so it fails the testbed's "
                  "generalisation check (A1): USR here is taught-string recall; rank on the knowledge world or a real model")
-    return Measured(results, baseline, readout, runs.failed, settings.run.get("min_known") or 0, settings.after,
+    return FrontierResults(results, baseline, readout, runs.failed, settings.run.get("min_known") or 0, settings.after,
                     settings.name_control)

@@ -13,18 +13,18 @@ import numpy as np
 
 from .stats import Stat, group_stats
 from ..metric import METRICS
-from .frontier import (ALPHA, AREA_FROM, FAILURE_RULE, GUR_LEVELS, KEYS, MEASURED, OPEN, TOLERANCE, Frontier,
+from .frontier import (ALPHA, AREA_FROM, AREA_KEY, FAILURE_RULE, GUR_LEVELS, KEYS, MEASURED, OPEN, TOLERANCE, Frontier,
                        excludes_zero, holm, paired, paired_p, tiers)
-from .frontier_run import Measured, Readout
+from .frontier_run import FrontierResults, Readout
 from .plots import plot_frontier
 from .render import FORMATS, render, stat_json, write_files
 from .tables import ATTACKS_NOTE, Column, Provenance, Table, attack_fields
 
-TITLES = {**{f"usr_at_gur{g:g}": f"USR @ GUR≥{g:g}" for g in GUR_LEVELS}, "auc": "Area"}
+TITLES = {**{f"usr_at_gur{g:g}": f"USR @ GUR≥{g:g}" for g in GUR_LEVELS}, AREA_KEY: "Area"}
 MIN_MODELS = 3  # taught models a difference must rest on before a table calls it
 
 
-def withheld(m: Measured) -> str | None:
+def withheld(m: FrontierResults) -> str | None:
     """Why no difference is called (fewer than :data:`MIN_MODELS` taught models behind the
     intervals: a method × model interaction is then not resampled), or None."""
     seeds = {s for _, s in m.readout.units}
@@ -57,7 +57,7 @@ def units_note(readout: Readout, min_known: int = 0) -> str:
     return note
 
 
-def budget_note(m: Measured) -> str | None:
+def budget_note(m: FrontierResults) -> str | None:
     """Each method's measured budget per deletion at its shipped defaults (medians over units),
     for reading the ranking beside it (one step is not 150)."""
     parts = []
@@ -80,9 +80,9 @@ def budget_note(m: Measured) -> str | None:
             "elements changed, whether retain data was read): " + "; ".join(parts) + ".")
 
 
-def summary_table(m: Measured, rounds: int) -> Table:
+def summary_table(m: FrontierResults, rounds: int) -> Table:
     results = m.results
-    columns = [Column(k, TITLES[k], "whole frontier" if k == "auc" else "matched utility", True) for k in KEYS]
+    columns = [Column(k, TITLES[k], "whole frontier" if k == AREA_KEY else "matched utility", True) for k in KEYS]
     columns += [Column("tuned_usr", METRICS["usr"].title, "shipped defaults", None),
                 Column("tuned_gur", METRICS["gur"].title, "shipped defaults", None)]
     rows = [(f.method, [f.summaries[k] for k in KEYS] + [f.tuned["usr"], f.tuned["gur"]]) for f in results]
@@ -131,7 +131,7 @@ def nearest(f: Frontier, floor: float) -> float:
     return min((p["gur"].mean for p in f.points), key=lambda g: abs(g - floor))
 
 
-def apart_from_baseline(m: Measured) -> dict[tuple[str, str], bool]:
+def apart_from_baseline(m: FrontierResults) -> dict[tuple[str, str], bool]:
     """(method, summary) -> whether it differs from the baseline once Holm-corrected over
     every comparison the pairs table may call (each other method × each summary, less the
     cells that interpolate); nothing with fewer than :data:`MIN_MODELS` taught models."""
@@ -141,7 +141,7 @@ def apart_from_baseline(m: Measured) -> dict[tuple[str, str], bool]:
     return {(f.method, k): apart.get((f.method, k), False) for f in m.results if f is not m.base for k in KEYS}
 
 
-def pairs_table(m: Measured) -> Table:
+def pairs_table(m: FrontierResults) -> Table:
     base, baseline = m.base, m.baseline
     apart = apart_from_baseline(m)
     rows = []
@@ -167,7 +167,7 @@ def pairs_table(m: Measured) -> Table:
                  Provenance.of(m.readout.records), row_header="Method − baseline")
 
 
-def ranking_table(m: Measured) -> Table:
+def ranking_table(m: FrontierResults) -> Table:
     units = m.readout.units
     n, targets, seeds = len(units), len({t for t, _ in units}), len({s for _, s in units})
     tier = {k: {name: i + 1 for i, group in enumerate(groups) for name in group}
@@ -187,7 +187,7 @@ def ranking_table(m: Measured) -> Table:
                  Provenance.of(m.readout.records))
 
 
-def attacks_table(m: Measured) -> Table | None:
+def attacks_table(m: FrontierResults) -> Table | None:
     """At each method's shipped defaults, on the frontier's units: per attack the records hold,
     USR after it, the share of the forgotten probes it recovers and its control, with the
     intervals of every other cell (targets and taught models resampled); ``None`` without attacks."""
@@ -205,12 +205,12 @@ def attacks_table(m: Measured) -> Table | None:
                  ATTACKS_NOTE, columns, rows, Provenance.of(m.readout.records))
 
 
-def ranking(m: Measured) -> dict[str, list[list[str]]]:
+def ranking(m: FrontierResults) -> dict[str, list[list[str]]]:
     """Each summary's tiers (:func:`~r2f_bench.results.frontier.tiers`); none when :func:`withheld`."""
     return {} if withheld(m) else {k: tiers(m.results, k) for k in KEYS}
 
 
-def write_report(m: Measured, rounds: int, task: str, out_dir: Path) -> dict[str, str]:
+def write_report(m: FrontierResults, rounds: int, task: str, out_dir: Path) -> dict[str, str]:
     """Write the three tables in every format and ``frontier.png`` into ``out_dir``; the
     tables' files (name -> text)."""
     tables = [summary_table(m, rounds), pairs_table(m), ranking_table(m), *filter(None, [attacks_table(m)])]
@@ -232,7 +232,7 @@ def frontier_json(f: Frontier) -> dict[str, Any]:
                       "failures": f.tuned["failures"]}}
 
 
-def as_json(m: Measured) -> dict[str, Any]:
+def as_json(m: FrontierResults) -> dict[str, Any]:
     """Every method's curve and summaries, the paired differences against the baseline and the tiers."""
     base, units = m.base, m.readout.units
     apart = apart_from_baseline(m)

@@ -92,7 +92,7 @@ class MUSE(Task):
     name = "muse"
     description = "MUSE News/Books (Shi et al. 2024): KnowMem, VerbMem, PrivLeak."
     forget_sets = ("knowmem_forget", "verbmem_forget")
-    neighbor_sets = ()
+    locality_sets = ()
     utility_set = "knowmem_retain"
 
     def load(self, data_dir: Path | None, targets: list[str] | None, limit: int | None,
@@ -144,15 +144,15 @@ class MUSE(Task):
         PrivLeak) are computed in :meth:`extra_scores`."""
         return {}
 
-    def extra_scores(self, model: Any, tokenizer: Any, benchmark: Benchmark, target: Any) -> dict[str, float]:
+    def extra_scores(self, model: Any, tokenizer: Any, bench: Benchmark, target: Any) -> dict[str, float]:
         """MUSE's VerbMem, KnowMem (x100, as MUSE reports them) and PrivLeak for ``target``."""
         out: dict[str, float] = {}
         if target.probes.get("verbmem_forget"):
             out["verbmem_f"] = 100 * official.verbmem(model, tokenizer, target.probes["verbmem_forget"])
         if target.probes.get("knowmem_forget"):
             out["knowmem_f"] = 100 * official.knowmem(model, tokenizer, target.probes["knowmem_forget"])
-        if benchmark.utility:
-            out["knowmem_r"] = 100 * official.knowmem(model, tokenizer, benchmark.utility)
+        if bench.utility:
+            out["knowmem_r"] = 100 * official.knowmem(model, tokenizer, bench.utility)
         if isinstance(target, MuseTarget) and target.privleak_forget and target.privleak_holdout:
             auc = official.privleak_auc(model, tokenizer, target.privleak_forget, target.privleak_holdout)
             out.update(privleak_auc=auc, privleak=official.privleak(auc, target.privleak_reference),

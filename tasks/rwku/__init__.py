@@ -71,7 +71,7 @@ class RWKU(Task):
     name = "rwku"
     description = "RWKU real-world knowledge unlearning (Jin et al. 2024): forget FB/QA/AA, neighbour FB/QA."
     forget_sets = ("forget_fb", "forget_qa", "forget_aa", SEEN_SET)
-    neighbor_sets = ("neighbor_fb", "neighbor_qa")
+    locality_sets = ("neighbor_fb", "neighbor_qa")
     name_control_set = NAME_SET
     forget_sources = FORGET_SOURCES
 
@@ -150,7 +150,7 @@ class RWKU(Task):
             raise UserError(f"malformed data file {intro_path}: expected one row naming the target; restore the original file.")
         intro = rows[0]
         read.append(intro_path)
-        neighbours = [p for s in RWKU.neighbor_sets for p in probes[s]]
+        neighbours = [p for s in RWKU.locality_sets for p in probes[s]]
         probes = {**probes, NAME_SET: name_mentions(str(intro["target"]), neighbours, NAME_SET)}
         if source == "probes":
             return Target(id=d.name, name=intro["target"], request=list(probes["forget_fb"]), probes=probes,
@@ -185,10 +185,10 @@ class RWKU(Task):
                         probe = _utility_probe(name, r, path)
                         if probe is not None:
                             items.setdefault(probe.question, probe)
-            mia = tdir / d / "retain_mia.json"
-            if mia.is_file() and len(general) < MAX_GENERAL:
-                read.append(mia)
-                general += [" ".join(r["text"].split()[:48]) for r in read_json(mia, ("text",))]
+            path = tdir / d / "retain_mia.json"
+            if path.is_file() and len(general) < MAX_GENERAL:
+                read.append(path)
+                general += [" ".join(r["text"].split()[:48]) for r in read_json(path, ("text",))]
         utility = [p for tier in zip_longest(*(list(v.values()) for v in sources.values()))
                    for p in tier if p is not None][:MAX_UTILITY]
         if not utility:

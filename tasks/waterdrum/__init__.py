@@ -90,7 +90,7 @@ class WaterDrum(Task):
     name = "waterdrum"
     description = "WaterDrum watermark-based unlearning metric (Lu et al. 2025) on TOFU or arXiv owners."
     forget_sets = ("forget",)
-    neighbor_sets = ("retain",)
+    locality_sets = ("retain",)
 
     def locate(self, data_dir: str | None) -> Path | HubData | None:
         """A hub address stays one: WaterDrum's configs are read through ``datasets``."""
@@ -134,7 +134,7 @@ class WaterDrum(Task):
         generations, computed in :meth:`extra_scores`."""
         return {}
 
-    def extra_scores(self, model: Any, tokenizer: Any, benchmark: Benchmark, target: Any) -> dict[str, float]:
+    def extra_scores(self, model: Any, tokenizer: Any, bench: Benchmark, target: Any) -> dict[str, float]:
         """``waterdrum_<set>``: WaterDrum on the target's forget and retain queries, each
         under its owner's key (empty when the keys are unknown)."""
         if not isinstance(target, OwnerTarget) or target.watermark is None:

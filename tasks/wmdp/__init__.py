@@ -98,7 +98,7 @@ class WMDP(Task):
     name = "wmdp"
     description = "WMDP hazardous-knowledge MC (Li et al. 2024): bio/chem/cyber, MMLU neighbours and utility."
     forget_sets = ("forget_bio", "forget_chem", "forget_cyber", "forget_qa")
-    neighbor_sets = ("neighbor_mmlu",)
+    locality_sets = ("neighbor_mmlu",)
 
     def load(self, data_dir: Path | None, targets: list[str] | None, limit: int | None,
              n_dev: int, forget_source: str | None = None) -> Benchmark:

@@ -294,11 +294,11 @@ def test_the_bootstrap_p_value_agrees_with_the_interval_and_holm_thins_the_verdi
 
 
 def measured(results, seeds: int, embedded: bool = True):
-    from r2f_bench.results.frontier_run import Measured, Readout
+    from r2f_bench.results.frontier_run import FrontierResults, Readout
 
     units = results[0].units
     records = [{"knowledge": {"embedded": embedded}, "target": t, "seed": s} for t, s in units]
-    return Measured(results, results[0].method, Readout({}, units, [], [], records, []), [])
+    return FrontierResults(results, results[0].method, Readout({}, units, [], [], records, []), [])
 
 
 def curves_with(units, shifts: dict[str, float], gurs=(95.5, 90.5, 80.0), seed: int = 0):

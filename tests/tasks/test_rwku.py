@@ -99,3 +99,12 @@ def test_benchmark_paraphraser_uses_rwkus_own_alternatives():
         own = next((a for a in alternatives if a.question == v.question), None)
         if own is not None:
             assert v.prompt == own.prompt and v.answer == fact.answer
+
+
+def test_a_task_written_with_the_old_name_of_its_locality_sets_keeps_them():
+    from r2f_bench.tasks.rwku import RWKU
+
+    with pytest.warns(DeprecationWarning, match="`neighbor_sets` is now `locality_sets`"):
+        class Old(RWKU):
+            neighbor_sets = ("neighbor_qa",)
+    assert Old.locality_sets == ("neighbor_qa",) and RWKU.locality_sets == ("neighbor_fb", "neighbor_qa")
