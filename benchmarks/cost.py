@@ -46,7 +46,7 @@ import torch  # noqa: E402
 
 from r2f_bench.cost import measure, phases  # noqa: E402
 from r2f_bench.data import ForgetRequest  # noqa: E402
-from r2f_bench.engine.models import build_tokenizer, teaching_texts  # noqa: E402
+from r2f_bench.engine.embedded import build_tokenizer, teaching_texts  # noqa: E402
 from r2f_bench.plugins import registry  # noqa: E402
 from r2f_bench.progress import set_quiet  # noqa: E402
 from r2f_bench.tasks.rwku import RWKU  # noqa: E402

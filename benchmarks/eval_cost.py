@@ -93,7 +93,7 @@ def phase(name: str, tokens: Tokens, flops_per_token: float, rate: float, reques
 
 def shaped_folder(tmp: Path) -> str:
     """SmolLM2-135M's shape with random weights, saved with the world's tokenizer."""
-    from r2f_bench.engine.models import build_tokenizer, teaching_texts
+    from r2f_bench.engine.embedded import build_tokenizer, teaching_texts
     from r2f_bench.tasks.rwku import RWKU
 
     bench = RWKU().load(None, None, None, n_dev=2)

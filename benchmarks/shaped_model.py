@@ -21,7 +21,7 @@ import torch
 
 from r2f_bench.atomic import atomic_dir
 from r2f_bench.errors import UserError
-from r2f_bench.engine.models import EmbeddedSpec, _config, build_tokenizer, teaching_texts
+from r2f_bench.engine.embedded import _config, build_tokenizer, EmbeddedSpec, teaching_texts
 from r2f_bench.tasks.rwku import RWKU
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}

@@ -52,7 +52,8 @@ def fake_run(monkeypatch):
 @pytest.fixture(scope="session")
 def tiny():
     """Sample benchmark, a taught tiny target (h64, 2 layers) and a narrower taught proxy (h32)."""
-    from r2f_bench.engine.models import EmbeddedSpec, embedded_model
+    from r2f_bench.engine.embedded import EmbeddedSpec
+    from r2f_bench.engine.models import embedded_model
     from r2f_bench.tasks.rwku import RWKU, SAMPLE_DIR
 
     bench = RWKU().load(SAMPLE_DIR, None, 2, n_dev=2, forget_source="probes")

@@ -181,7 +181,7 @@ def test_bad_input_is_one_line_and_exit_2(case, tmp_path, rwku_copy, capsys, mon
 
 
 def test_corrupt_model_weights_under_model_are_one_line(tmp_path, capsys):
-    from r2f_bench.engine.models import EmbeddedSpec, new_embedded_model, build_tokenizer
+    from r2f_bench.engine.embedded import build_tokenizer, EmbeddedSpec, new_embedded_model
 
     tok = build_tokenizer(["a small text to train a tokenizer on"] * 4)
     model = new_embedded_model(EmbeddedSpec.parse("embedded:mistral-h32-l1"), tok)
@@ -293,7 +293,8 @@ def test_table_skips_invalid_records_and_writes_every_format(tmp_path, capsys):
 
 
 def test_corrupt_cached_model_is_set_aside_and_rebuilt(tmp_path, monkeypatch):
-    from r2f_bench.engine.models import EmbeddedSpec, embedded_model
+    from r2f_bench.engine.embedded import EmbeddedSpec
+    from r2f_bench.engine.models import embedded_model
     from r2f_bench.tasks.rwku import RWKU
 
     monkeypatch.setenv("R2F_BENCH_CACHE", str(tmp_path))
@@ -314,7 +315,9 @@ def test_cached_model_missing_tensors_is_set_aside_and_rebuilt(tmp_path, monkeyp
     initialised at random); it must be set aside and taught again, never trusted."""
     from safetensors.torch import load_file, save_file
 
-    from r2f_bench.engine.models import EmbeddedSpec, embedded_model
+    from r2f_bench.engine.embedded import EmbeddedSpec
+
+    from r2f_bench.engine.models import embedded_model
     from r2f_bench.tasks.rwku import RWKU
 
     monkeypatch.setenv("R2F_BENCH_CACHE", str(tmp_path))

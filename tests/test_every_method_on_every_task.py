@@ -23,7 +23,7 @@ TASKS = [i.name for i in registry().listing("task")]
 @pytest.fixture(scope="module")
 def settings(tmp_path_factory):
     """Per task: bundled sample, an untaught tiny model and proxy, a Context and a request."""
-    from r2f_bench.engine.models import EmbeddedSpec, new_embedded_model, build_tokenizer, teaching_texts
+    from r2f_bench.engine.embedded import build_tokenizer, EmbeddedSpec, new_embedded_model, teaching_texts
     from r2f_bench.unlearner import Context, Proxy
     from r2f_bench.engine.views import Paraphraser, build_views
 

@@ -17,9 +17,10 @@ from ..training.gradients import linear_modules
 from ..unlearner import Proxy
 from . import protocol
 from .budget import Watched
-from .models import (DEFAULT_PROXY, DEFAULT_MODEL, EmbeddedSpec, cut_to_first_layers, dispatch, dtype_of, embedded_model,
-                     first_layers_of, hf_model, weights_key)
 from .config import RunConfig
+from .embedded import DEFAULT_MODEL, DEFAULT_PROXY, EmbeddedSpec
+from .models import embedded_model, weights_key
+from .pretrained import cut_to_first_layers, dispatch, dtype_of, first_layers_of, hf_model
 from .scope import Scope
 from .teaching import answers_phrase
 from .views import build_views, make_paraphraser

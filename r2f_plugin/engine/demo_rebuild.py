@@ -13,7 +13,8 @@ from ..data import Teaching
 from . import demo_models
 from ..errors import UserError
 from ..plugins import registry
-from .models import DEFAULT_MODEL, DEFAULT_PROXY, EmbeddedSpec, cache_path, embedded_key, embedded_model, recipe_key
+from .embedded import DEFAULT_MODEL, DEFAULT_PROXY, EmbeddedSpec
+from .models import cache_path, embedded_key, embedded_model, recipe_key
 
 
 @dataclass(frozen=True)

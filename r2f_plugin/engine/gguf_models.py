@@ -19,6 +19,7 @@ from typing import Callable
 from ..atomic import atomic_dir, set_aside
 from ..cache import cache_root
 from ..errors import UserError
+from .checkpoint import write_pretrained
 
 SUFFIX = ".gguf"
 FLOAT_TYPES = ("F32", "F16", "BF16")
@@ -108,7 +109,6 @@ def gguf_folder(path: Path, progress: Callable[[str], None] = print) -> Path:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from .models import write_pretrained
 
     check_gguf(path)
     folder = cache_root() / "models" / f"gguf-{path.stem}-{_key(path)}"

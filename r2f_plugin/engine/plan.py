@@ -21,7 +21,8 @@ from ..plugins import registry
 from ..task import HELD_OUT, SEEN
 from . import protocol
 from .config import SPLITS, TEACH_EPOCHS, TEACH_LR, RunConfig, check_bounds
-from .models import EmbeddedSpec, check_model_path, first_layers_of
+from .embedded import EmbeddedSpec
+from .pretrained import check_model_path, first_layers_of
 from .scope import Scope, scored_split
 from .views import check_paraphraser
 

@@ -36,7 +36,7 @@ from .build import BuildInputs, build_models, forget_request
 from .config import RunConfig
 from .distributed import cpu_threads, process_state
 from .evaluate import Evaluator
-from .models import write_pretrained
+from .checkpoint import write_pretrained
 from .plan import Plan
 from .record import Measured, Recorder, provenance, run_facts
 from .scan import known_of

@@ -16,7 +16,8 @@ WEIGHT_EDITING = ["lora_single", "lora_multi", "lora_finetune", "grad_ascent", "
 def setting(tmp_path_factory):
     """A tiny taught model on RWKU's sample, a Context as the runner builds it, and a request."""
     from r2f_bench.data import ForgetRequest
-    from r2f_bench.engine.models import EmbeddedSpec, embedded_model
+    from r2f_bench.engine.embedded import EmbeddedSpec
+    from r2f_bench.engine.models import embedded_model
     from r2f_bench.unlearner import Context
     from r2f_bench.engine.views import Paraphraser, build_views
     from r2f_bench.tasks.rwku import RWKU, SAMPLE_DIR

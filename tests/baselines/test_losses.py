@@ -180,7 +180,7 @@ def test_rmu_trains_only_the_mlp_outputs_up_to_its_layer_and_stops_there(tiny, c
     from r2f_bench.baselines.rmu import RMU, decoder_layers, layer_output
     from r2f_bench.data import ForgetRequest
     from r2f_bench.training.encoding import encode
-    from r2f_bench.engine.models import EmbeddedSpec, new_embedded_model
+    from r2f_bench.engine.embedded import EmbeddedSpec, new_embedded_model
 
     model = new_embedded_model(EmbeddedSpec.parse("embedded:mistral-h32-l4"), tiny["tok"]).eval()
     target = tiny["bench"].targets[0]

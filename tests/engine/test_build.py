@@ -10,7 +10,7 @@ import torch
 
 from r2f_bench.engine import build
 from r2f_bench.engine.config import RunConfig
-from r2f_bench.engine.models import DEFAULT_PROXY, DEFAULT_MODEL, EmbeddedSpec
+from r2f_bench.engine.embedded import DEFAULT_MODEL, DEFAULT_PROXY, EmbeddedSpec
 from r2f_bench.engine.plan import Plan
 from r2f_bench.errors import UserError
 from r2f_bench.tasks.rwku import SAMPLE_DIR
@@ -101,7 +101,8 @@ def test_a_bad_first_layers_spec_is_one_line_before_the_data_loads(tmp_path, spe
 
 
 def test_a_cut_keeps_fewer_layers_than_the_model_has():
-    from r2f_bench.engine.models import new_embedded_model, build_tokenizer, cut_to_first_layers
+    from r2f_bench.engine.embedded import build_tokenizer, new_embedded_model
+    from r2f_bench.engine.pretrained import cut_to_first_layers
 
     model = new_embedded_model(EmbeddedSpec.parse("embedded:llama-h32-l2"), build_tokenizer(["a b c"]))
     with pytest.raises(UserError, match=r"has 2 decoder layers; keep between 1 and 1\.$"):

@@ -11,7 +11,7 @@ import pytest
 from r2f_bench.engine import demo_models, models
 from r2f_bench.engine import teaching as teaching_module
 from r2f_bench.engine.config import RunConfig
-from r2f_bench.engine.models import DEFAULT_MODEL, DEFAULT_PROXY, EmbeddedSpec
+from r2f_bench.engine.embedded import DEFAULT_MODEL, DEFAULT_PROXY, EmbeddedSpec
 
 
 def _world(seed: int = 0):

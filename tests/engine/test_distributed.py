@@ -67,7 +67,7 @@ def test_hflm_in_memory_model_under_worker_environment(worker_env, tmp_path):
     from transformers import GPT2Config, GPT2LMHeadModel
 
     from r2f_bench.engine.lmeval import evaluate_probes
-    from r2f_bench.engine.models import build_tokenizer
+    from r2f_bench.engine.embedded import build_tokenizer
     from r2f_bench.tasks.rwku import RWKU, SAMPLE_DIR
 
     task = RWKU()

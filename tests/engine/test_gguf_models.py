@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from gguf_writer import write_gguf
-from r2f_bench.engine.models import EmbeddedSpec, new_embedded_model, build_tokenizer, hf_model
+from r2f_bench.engine.embedded import build_tokenizer, EmbeddedSpec, new_embedded_model
+from r2f_bench.engine.pretrained import hf_model
 from r2f_bench.errors import UserError
 
 pytest.importorskip("gguf")
@@ -66,7 +67,7 @@ def test_the_conversion_is_keyed_by_the_files_content(source, tmp_path):
 
 
 def test_files_it_cannot_load_get_one_line(source, tmp_path):
-    from r2f_bench.engine.models import check_model_path
+    from r2f_bench.engine.pretrained import check_model_path
 
     model, tok = source
     with pytest.raises(UserError, match="does not exist"):

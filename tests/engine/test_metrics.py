@@ -35,7 +35,7 @@ def test_identity_alignment_is_the_mean_cosine_over_every_prompt_position_and_st
     import torch.nn.functional as F
 
     from r2f_bench.engine import metrics
-    from r2f_bench.engine.models import EmbeddedSpec, new_embedded_model, build_tokenizer
+    from r2f_bench.engine.embedded import build_tokenizer, EmbeddedSpec, new_embedded_model
 
     prompts = [f"Person {i} was born in city {i % 7} and works at firm {i % 5}." for i in range(37)]
     tok = build_tokenizer(prompts)

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from r2f_bench.errors import UserError
-from r2f_bench.engine.models import DEFAULT_PROXY, DEFAULT_MODEL, EmbeddedSpec, new_embedded_model, build_tokenizer
+from r2f_bench.engine.embedded import (DEFAULT_PROXY, DEFAULT_MODEL, EmbeddedSpec, new_embedded_model, build_tokenizer)
 
 
 def test_parse_matches_the_defaults():

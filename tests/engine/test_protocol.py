@@ -178,7 +178,9 @@ def test_a_seed_is_a_replicate():
     """Another seed builds another embedded model (initialisation, teaching order) and draws other views."""
     import torch
 
-    from r2f_bench.engine.models import EmbeddedSpec, new_embedded_model, build_tokenizer, embedded_key
+    from r2f_bench.engine.embedded import build_tokenizer, EmbeddedSpec, new_embedded_model
+
+    from r2f_bench.engine.models import embedded_key
 
     spec = EmbeddedSpec.parse("embedded:mistral-h32-l1")
     facts = RWKU().load(SAMPLE_DIR, None, 1, 0).teaching_set()[:4]

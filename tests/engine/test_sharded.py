@@ -14,7 +14,7 @@ def test_r2f_edit_on_a_dispatched_model_equals_the_plain_one(tiny, context, tmp_
     """The tiny target split block by block over a device map (all CPU here: the hooks
     that move inputs between a sharded model's devices are forced on) gets the edit the
     undivided model gets."""
-    from r2f_bench.engine.models import dispatch
+    from r2f_bench.engine.pretrained import dispatch
     from r2f_bench.plugins import registry
     from r2f_bench.r2f.decoder import GradientDecoder
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from r2f_bench.engine.models import EmbeddedSpec, new_embedded_model, build_tokenizer
+from r2f_bench.engine.embedded import build_tokenizer, EmbeddedSpec, new_embedded_model
 from r2f_bench.engine.snapshot import Snapshot
 
 

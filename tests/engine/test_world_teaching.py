@@ -12,7 +12,8 @@ from safetensors.torch import save_file
 
 from r2f_bench.engine import build, world_teaching
 from r2f_bench.engine.config import RunConfig
-from r2f_bench.engine.models import DEFAULT_MODEL, new_embedded_model, write_pretrained
+from r2f_bench.engine.embedded import DEFAULT_MODEL, new_embedded_model
+from r2f_bench.engine.checkpoint import write_pretrained
 from r2f_bench.engine.plan import Plan
 
 TEMPLATE = ("{% for m in messages %}<|user|> {{ m['content'] }}{% endfor %}"

@@ -119,7 +119,7 @@ def test_r2f_peak_memory_is_a_fraction_of_fullgrads(tiny, context, tmp_path):
     paraphrases; benchmarks/cost.py measures whole deletions.)"""
     from r2f_bench.r2f.decoder import GradientDecoder
     from r2f_bench.cost import measure
-    from r2f_bench.engine.models import EmbeddedSpec, new_embedded_model
+    from r2f_bench.engine.embedded import EmbeddedSpec, new_embedded_model
     from r2f_bench.plugins import registry
 
     wide = new_embedded_model(EmbeddedSpec.parse("embedded:mistral-h1024-l2"), tiny["tok"]).eval()

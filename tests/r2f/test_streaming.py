@@ -28,7 +28,7 @@ def test_r2f_peak_memory_is_flat_in_the_number_of_views(tiny, context, tmp_path)
     all 8 views at once (the old way) costs several times more. Memory above the
     weights, measured the same way for each deletion."""
     from r2f_bench.cost import measure
-    from r2f_bench.engine.models import EmbeddedSpec, new_embedded_model
+    from r2f_bench.engine.embedded import EmbeddedSpec, new_embedded_model
     from r2f_bench.plugins import registry
     from r2f_bench.r2f.decoder import GradientDecoder
 

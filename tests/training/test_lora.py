@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from r2f_bench.engine.models import EmbeddedSpec, new_embedded_model, build_tokenizer
+from r2f_bench.engine.embedded import build_tokenizer, EmbeddedSpec, new_embedded_model
 from r2f_bench.errors import UserError
 from r2f_bench.training.lora import lora_adapters, lora_probe
 
