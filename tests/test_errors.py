@@ -400,7 +400,7 @@ def test_nan_edit_is_a_diverged_record_never_perfect_forgetting(tmp_path):
     from r2f_bench.plugins import registry
     from r2f_bench.engine.config import RunConfig
     from r2f_bench.engine.run import Run
-    from r2f_bench.results.tables import build_tables
+    from r2f_bench.results.leaderboard import build_tables
     from r2f_bench.unlearner import Edit, Unlearner
 
     class Explode(Unlearner):

@@ -8,12 +8,13 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from ..results.cells import invalid, newest_per_cell
 from ..errors import UserError
 from ..plugins import registry
+from ..results.cells import invalid, newest_per_cell
+from ..results.cost_tables import PHASES_TABLE
+from ..results.leaderboard import build_tables
 from ..results.render import FORMATS, render, to_json, write_files
 from ..results.store import Store
-from ..results.tables import PHASES_TABLE, build_tables
 from .options import add_json_option, add_out_dir_option, add_store_option, json_command
 
 

@@ -231,7 +231,7 @@ def test_tune_refines_between_the_strengths_that_cross_the_floor():
 
 
 def test_tables_flag_a_method_below_its_tuning_floor():
-    from r2f_bench.results.tables import build_tables
+    from r2f_bench.results.leaderboard import build_tables
 
     def record(method, target, gur):
         return {"method": method, "task": "rwku", "target": target, "seed": 0, "usr": 50.0, "gur": gur,

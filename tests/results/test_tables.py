@@ -8,7 +8,7 @@ from r2f_bench.errors import UserError
 from r2f_bench.results.stats import summarize
 from r2f_bench.cli.table import add_parser as add_table_parser
 from r2f_bench.results.render import render, to_markdown
-from r2f_bench.results.tables import build_tables
+from r2f_bench.results.leaderboard import build_tables
 from records import MODEL, PROXY, record, stored, synthetic
 
 @pytest.fixture

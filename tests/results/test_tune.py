@@ -4,7 +4,7 @@ import json
 
 from r2f_bench.cli import main
 from r2f_bench.results.store import Store
-from r2f_bench.results.tables import build_tables
+from r2f_bench.results.leaderboard import build_tables
 from r2f_bench.results.tune import choose, grid_points
 from r2f_bench.tasks.rwku import SAMPLE_DIR
 
