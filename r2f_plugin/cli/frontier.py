@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from ..results.frontier import TOLERANCE
-from ..results.frontier_run import Settings, run_frontier
+from ..results.frontier_run import run_frontier
+from ..results.frontier_settings import Settings
 from ..results.frontier_tables import as_json, write_report
 from ..results.launch import add_launcher_options, launcher
 from ..results.store import Store

@@ -11,9 +11,14 @@ as many targets as the first (true of a sweep or frontier over one task).
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
 
 from ..errors import UserError
+
+if TYPE_CHECKING:
+    from .sweep import Job
 
 # fields whose equality means a later job reads the first job's untouched evaluation back
 SAME_EVALUATION = ("model", "task", "data_dir", "targets", "limit", "dtype", "chat_template", "seed", "split",
@@ -91,3 +96,38 @@ class Estimate:
                 break
             n += 1
         return n
+
+
+class Forecast:
+    """A many-job run's estimate: made after the first job that ran a target (printed, with
+    the jobs cut to fit ``deadline``, a ``time.time()``), checked against the time the rest
+    took once they have run."""
+
+    def __init__(self, say: Callable[[str], None], deadline: float | None) -> None:
+        self.say, self.deadline = say, deadline
+        self.made: tuple[float, float, int] | None = None  # (when, estimated seconds, jobs)
+
+    def measured(self, job: Job, records: list[dict], rest: list[Job]) -> int:
+        """After ``job`` ran: how many of the ``rest`` to keep (all but what --budget cuts)."""
+        if self.made is not None or not rest or (estimate := Estimate.of(job.fields, records)) is None:
+            return len(rest)
+        keep = len(rest)
+        if self.deadline is not None:
+            keep = estimate.fit([j.fields for j in rest], self.deadline - time.time())
+        self.say(estimate.line([j.fields for j in rest]))
+        if keep < len(rest):
+            self.say(f"budget: {keep} of the {len(rest)} remaining jobs fit in what is left of --budget; not run: "
+                     f"{', '.join(j.label for j in rest[keep:])} (run again with a larger --budget to add them; "
+                     f"what is stored stays)")
+        self.made = (time.monotonic(), sum(estimate.job_seconds(j.fields) for j in rest[:keep]), keep)
+        return keep
+
+    def check(self, finished: bool) -> None:
+        """The estimate against what the jobs after the first took (when all of them ran)."""
+        if self.made is None or not finished or not self.made[2]:
+            return
+        when, estimated, jobs = self.made
+        took = time.monotonic() - when
+        error = 100 * (estimated - took) / max(took, 1e-9)
+        self.say(f"estimate check: the {jobs} job{'s' * (jobs != 1)} after the first took {span(took)}, estimated "
+                 f"{span(estimated)}: {abs(error):.0f}% {'high' if error >= 0 else 'low'}")

@@ -17,7 +17,6 @@ from __future__ import annotations
 import gc
 import itertools
 import sys
-import time
 import traceback
 from functools import partial
 from dataclasses import dataclass, field
@@ -27,7 +26,7 @@ from ..engine.config import FAMILIES, RunConfig, names
 from ..engine.distributed import process_state
 from ..errors import UserError
 from ..plugins import registry as plugin_registry
-from .estimate import Estimate, span
+from .estimate import Forecast
 from .store import Store, job_key
 
 if TYPE_CHECKING:
@@ -173,7 +172,7 @@ def execute(jobs: Sequence[Job], output: str, *, runner: type[Run] | None = None
     """Run this process's share of ``jobs``, skipping finished targets (``replace``: running
     them again and replacing their records) and storing each new one at once; then
     export the store to ``results.jsonl``. After the first job that runs a target, the
-    rest's cost is estimated from it (:class:`Forecast`) and, with a ``deadline``
+    rest's cost is estimated from it (:class:`~.estimate.Forecast`) and, with a ``deadline``
     (``time.time()``), the jobs that would end after it are not run (``report.cut``).
 
     ``runner`` runs each job's configuration: ``runner(config, progress=...)`` with
@@ -223,41 +222,6 @@ def execute(jobs: Sequence[Job], output: str, *, runner: type[Run] | None = None
         if store.jobs.is_dir():
             store.export()
     return report
-
-
-class Forecast:
-    """A many-job run's estimate: made after the first job that ran a target (printed, with
-    the jobs cut to fit ``deadline``, a ``time.time()``), checked against the time the rest
-    took once they have run."""
-
-    def __init__(self, say: Progress, deadline: float | None) -> None:
-        self.say, self.deadline = say, deadline
-        self.made: tuple[float, float, int] | None = None  # (when, estimated seconds, jobs)
-
-    def measured(self, job: Job, records: list[dict], rest: list[Job]) -> int:
-        """After ``job`` ran: how many of the ``rest`` to keep (all but what --budget cuts)."""
-        if self.made is not None or not rest or (estimate := Estimate.of(job.fields, records)) is None:
-            return len(rest)
-        keep = len(rest)
-        if self.deadline is not None:
-            keep = estimate.fit([j.fields for j in rest], self.deadline - time.time())
-        self.say(estimate.line([j.fields for j in rest]))
-        if keep < len(rest):
-            self.say(f"budget: {keep} of the {len(rest)} remaining jobs fit in what is left of --budget; not run: "
-                     f"{', '.join(j.label for j in rest[keep:])} (run again with a larger --budget to add them; "
-                     f"what is stored stays)")
-        self.made = (time.monotonic(), sum(estimate.job_seconds(j.fields) for j in rest[:keep]), keep)
-        return keep
-
-    def check(self, finished: bool) -> None:
-        """The estimate against what the jobs after the first took (when all of them ran)."""
-        if self.made is None or not finished or not self.made[2]:
-            return
-        when, estimated, jobs = self.made
-        took = time.monotonic() - when
-        error = 100 * (estimated - took) / max(took, 1e-9)
-        self.say(f"estimate check: the {jobs} job{'s' * (jobs != 1)} after the first took {span(took)}, estimated "
-                 f"{span(estimated)}: {abs(error):.0f}% {'high' if error >= 0 else 'low'}")
 
 
 def process_tag(process: tuple[int, int]) -> str:

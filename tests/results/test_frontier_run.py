@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from r2f_bench.errors import UserError
-from r2f_bench.results.frontier_run import Curve, Settings, curves_of, first_round, without_cut
+from r2f_bench.results.frontier_run import first_round, without_cut
+from r2f_bench.results.frontier_settings import Curve, Settings, curves_of
 
 
 def test_a_frontiers_first_round_puts_the_shipped_defaults_then_the_weakest_strengths_first():

@@ -4,6 +4,7 @@ nothing scored is ever taught."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -170,3 +171,14 @@ def test_a_model_whose_utility_gur_cannot_read_fails_a3_and_a4_without_numbers()
     result = summarise({"t": [60.0]}, {"t": [50.0]}, [45.0], {c: {} for c in CONDITIONS}, [1.0], [0.1])
     assert result["a3_usr_at_gur95"] is None and result["a4_margin_at_gur90"] is None and result["curves"] is None
     assert passes(result) == {"A1": True, "A2": True, "A3": False, "A4": False}
+
+
+def test_the_worlds_cache_key_covers_its_wordings(tmp_path, monkeypatch):
+    """A template edited in world_text.py is a new world, never a stale cached one."""
+    from r2f_bench.tasks.rwku import world, world_text
+
+    before = world.world_key(world.WorldConfig())
+    edited = tmp_path / "world_text.py"
+    edited.write_bytes(Path(world_text.__file__).read_bytes() + b"\n# one more wording\n")
+    monkeypatch.setattr(world_text, "__file__", str(edited))
+    assert world.world_key(world.WorldConfig()) != before
