@@ -36,7 +36,7 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def sweep_command(args: argparse.Namespace) -> None:
-    """Handler of ``r2f-bench sweep`` and ``python -m r2f_bench.results.sweep``."""
+    """Handler of ``r2f-bench sweep`` (also under ``accelerate launch``)."""
 
     launch = launcher(args, say(args))  # a missing submitit or a bad combination fails first
     deadline = budget_deadline(args)

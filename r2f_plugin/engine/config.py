@@ -1,4 +1,7 @@
-"""A run's configuration: everything that determines its results.
+"""A run's configuration: everything a run is given. Most fields determine its results and
+so its store key; those that only say where or how fast things run (``output``, ``threads``
+and the rest of :data:`r2f_bench.results.store.WHERE_FIELDS`) and fields added later, at
+their old behaviour (:data:`~r2f_bench.results.store.LATER_DEFAULTS`), are left out of it.
 
 Each field that is also a command-line option declares that option once, in its
 metadata (:func:`option`): help, and where they apply its flag, choices, range and how
@@ -73,7 +76,7 @@ def option(help: str, **declared: Any) -> dict[str, Option]:
 
 @dataclass
 class RunConfig:
-    """Everything that determines a run's results."""
+    """Everything a run is given (what enters its store key: the module docstring)."""
 
     method: str
     task: str

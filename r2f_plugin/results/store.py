@@ -7,8 +7,9 @@ Layout under an output directory::
                                rewritten (atomically) when a run or sweep ends
 
 A job's key is the SHA-256 of the canonical JSON of everything that determines its
-result: the full run configuration (less ``output`` and ``save_model``, which only
-say where things are written), the method's resolved hyper-parameters (defaults
+result: the full run configuration (less :data:`WHERE_FIELDS`, which only say where or
+how fast things run or which targets get a record, and :data:`LATER_DEFAULTS` at their
+defaults), the method's resolved hyper-parameters (defaults
 included), the target id, the data revision and the plugin and library versions. A
 changed hyper-parameter or default, seed, model, data file or plugin release therefore
 gives a new key and a fresh run; an unchanged one is found done and skipped by a

@@ -40,8 +40,8 @@ def setting(tmp_path_factory):
 # Defaults are tuned on the knowledge world, where knowledge is lost at smaller steps than
 # on this sample model (which knows its facts only to answer-token accuracy 0.41): this
 # mechanics test pushes SCRUB harder. Measured here: at its paper's T = 4 SCRUB raises the
-# request's answer NLL by -0.023 at lr 5e-3 and 0.163 at 2e-2. (Multi-view LoRA needed a
-# step of 0.03 while its default was 0.017; its default is now 0.0386.)
+# request's answer NLL by -0.023 at lr 5e-3 and 0.163 at 2e-2. (Multi-view LoRA once needed a
+# larger step than an earlier default; its tuned default, in its Params, now forgets here.)
 STRONGER = {"scrub": {"lr": "2e-2"}}
 
 
