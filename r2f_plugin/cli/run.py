@@ -11,11 +11,12 @@ import argparse
 from typing import Any
 
 from ..engine.metrics import ANSWERED_NOTE
-from ..metric import CORE, METRICS, legend
 from ..engine.record import RAP
+from ..metric import CORE, METRICS, legend
 from ..plugins import registry
+from ..results.job import Job
 from ..results.store import Store
-from ..results.sweep import Job, execute
+from ..results.sweep import execute
 from ..results.tables import ALIGNMENT_NOTE, NA_NOTE, SEEN_NOTE
 from ..results.tune import DEFAULT_MIN_GUR
 from .options import run_config, say

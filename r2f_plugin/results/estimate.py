@@ -13,12 +13,10 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 from ..errors import UserError
-
-if TYPE_CHECKING:
-    from .sweep import Job
+from .job import Job
 
 # fields whose equality means a later job reads the first job's untouched evaluation back
 SAME_EVALUATION = ("model", "task", "data_dir", "targets", "limit", "dtype", "chat_template", "seed", "split",

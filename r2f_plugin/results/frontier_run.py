@@ -16,9 +16,10 @@ from ..plugins import registry
 from .cells import invalid
 from .frontier import GUR_LEVELS, Frontier, Score, Unit, frontier, next_strength
 from .frontier_settings import Curve, Settings, baseline_of, checked_after, curves_of
+from .job import Job
 from .launch import Submitit
 from .store import Store
-from .sweep import Job, Progress, SweepReport, execute, expand, stored_keys
+from .sweep import Progress, SweepReport, execute, expand, stored_keys
 from .tables import taught_strings
 
 

@@ -12,7 +12,7 @@ from ..engine.config import OPTIONS, RunConfig
 from ..errors import UserError
 from ..plugins import registry
 from ..unlearner import Strength, method_variant
-from .sweep import Job
+from .job import Job
 
 
 @dataclass(frozen=True)

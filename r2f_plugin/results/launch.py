@@ -33,8 +33,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ..errors import UserError
+from .job import Job
 from .store import Store
-from .sweep import Job, SweepReport, default_runner, execute
+from .sweep import SweepReport, default_runner, execute
 
 if TYPE_CHECKING:
     from ..engine.run import Run

@@ -27,6 +27,7 @@ from ..engine.distributed import process_state
 from ..errors import UserError
 from ..plugins import registry as plugin_registry
 from .estimate import Forecast
+from .job import Job
 from .store import Store, job_key
 
 if TYPE_CHECKING:
@@ -40,20 +41,6 @@ ABLATIONS = ("rank", "views", "transfer")
 
 Progress = Callable[[str], None]
 _progress: Progress = partial(print, file=sys.stderr, flush=True)  # stdout stays for results
-
-
-@dataclass(frozen=True)
-class Job:
-    """One planned run: keyword arguments of :class:`~r2f_bench.engine.config.RunConfig`."""
-
-    fields: dict[str, Any] = field(hash=False)
-
-    @property
-    def label(self) -> str:
-        f = self.fields
-        extra = [f"{k}={v}" for k, v in sorted(f.get("params", {}).items())]
-        extra += [f"{k}={f[k]}" for k in ("views", "model", "proxy") if f.get(k) is not None]
-        return f"{f['method']}/{f['task']}/seed{f['seed']}" + (f" [{', '.join(extra)}]" if extra else "")
 
 
 @dataclass

@@ -30,13 +30,14 @@ from typing import Any, Callable, Sequence
 
 from ..engine.config import RunConfig
 from ..errors import UserError
+from ..metric import METRICS
 from ..plugins import registry
-from .store import Store
-from .sweep import Job, execute
-from ..metric import METRICS as SPECS
 from ..unlearner import log_spaced
+from .job import Job
+from .store import Store
+from .sweep import execute
 
-METRICS = ("usr", "gur", "rap", "identity_alignment", "seconds")  # the search table's columns
+COLUMNS = ("usr", "gur", "rap", "identity_alignment", "seconds")  # the search table's metrics
 # the search table's own headers and digits where they differ from the leaderboard's: seconds of small runs
 TUNE_COLUMN = {"seconds": ("s/deletion", 3)}
 DEFAULT_MIN_GUR = 90.0
@@ -74,7 +75,7 @@ def refinement(rows: Sequence[tuple[dict[str, str], dict[str, float | None]]], p
 def tune_means(records: list[dict]) -> dict[str, float | None]:
     """Mean of each metric over the records that have it."""
     out: dict[str, float | None] = {}
-    for m in METRICS:
+    for m in COLUMNS:
         values = [r[m] for r in records if isinstance(r.get(m), (int, float))]
         out[m] = statistics.fmean(values) if values else None
     out["targets"] = len(records)
@@ -97,14 +98,14 @@ def render(method: str, task: str, rows: list, best: int, why: str) -> str:
     """A Markdown table of the search with the chosen row marked, and how to run the choice.
     Its last column counts the (target, seed) units scored: the dev split scores half of
     the dev targets (methods fit on the other half)."""
-    shown = {m: TUNE_COLUMN.get(m, (SPECS[m].title, SPECS[m].digits)) for m in METRICS}  # title, digits
+    shown = {m: TUNE_COLUMN.get(m, (METRICS[m].title, METRICS[m].digits)) for m in COLUMNS}  # title, digits
     head = ("| setting | " + " | ".join(title for title, _ in shown.values())
             + " | scored units |")
     lines = [f"### {method} on {task} (dev split): chosen {rows[best][0] or 'defaults'} ({why})", "",
-             head, "|" + "---|" * (len(METRICS) + 2)]
+             head, "|" + "---|" * (len(COLUMNS) + 2)]
     for i, (point, s) in enumerate(rows):
         label = ", ".join(f"{k}={v}" for k, v in point.items()) or "defaults"
-        cells = ["n/a" if s[m] is None else f"{s[m]:.{shown[m][1]}f}" for m in METRICS]
+        cells = ["n/a" if s[m] is None else f"{s[m]:.{shown[m][1]}f}" for m in COLUMNS]
         mark = " **←**" if i == best else ""
         lines.append(f"| {label}{mark} | " + " | ".join(cells) + f" | {s['targets']} |")
     sets = " ".join(f"--set {k}={v}" for k, v in rows[best][0].items())

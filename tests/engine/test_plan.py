@@ -82,7 +82,8 @@ def test_the_dev_split_scores_one_half_and_fits_on_the_other(plan):
 def test_the_plan_completes_a_copy_and_the_store_key_is_the_same_either_way(tmp_path):
     """The caller's configuration is never changed; the key a sweep stores under reads the
     run's completed copy, so an unset --forget-source and its default are one key."""
-    from r2f_bench.results.sweep import Job, stored_keys
+    from r2f_bench.results.job import Job
+    from r2f_bench.results.sweep import stored_keys
 
     given = RunConfig(method="fullgrad", task="rwku", data_dir=str(SAMPLE_DIR), limit=1, output=str(tmp_path),
                       threads=10_000)

@@ -37,7 +37,8 @@ def test_dev_split_and_requests_never_retain_the_targets_own_facts(tmp_path):
 
 
 def test_resumed_sweep_builds_nothing(tmp_path, monkeypatch):
-    from r2f_bench.results.sweep import Job, execute
+    from r2f_bench.results.job import Job
+    from r2f_bench.results.sweep import execute
 
     job = Job(dict(method="fullgrad", task="rwku", seed=0, limit=1, output=str(tmp_path), **TINY))
     first = execute([job], str(tmp_path), process=(0, 1), progress=lambda m: None)
@@ -209,7 +210,9 @@ def test_a_sweep_frees_each_finished_runs_weights_before_the_next_job(tmp_path):
     finished Run holds reference cycles, which only a collection frees)."""
     import pathlib
 
-    from r2f_bench.results.sweep import Job, execute
+    from r2f_bench.results.job import Job
+
+    from r2f_bench.results.sweep import execute
 
     jobs = [Job(dict(method=m, task="rwku", seed=0, limit=1, output=str(tmp_path), **TINY))
             for m in ("fullgrad", "grad_ascent")]

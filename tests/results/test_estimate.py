@@ -9,7 +9,8 @@ import pytest
 
 from r2f_bench.errors import UserError
 from r2f_bench.results.estimate import Estimate, parse_duration
-from r2f_bench.results.sweep import Job, execute
+from r2f_bench.results.job import Job
+from r2f_bench.results.sweep import execute
 
 
 class TimedRun(fake_runner.Run):
