@@ -62,11 +62,6 @@ def legend(names: Iterable[str]) -> list[str]:
     return [METRICS[m].legend for m in names if m in METRICS]
 
 
-def of_kind(*kinds: Kind) -> tuple[str, ...]:
-    """The registered metrics of ``kinds``, in registration order."""
-    return tuple(m for m, spec in METRICS.items() if spec.kind in kinds)
-
-
 for _spec in (
     MetricSpec("usr", "USR", "%", "of the known held-out forget probes, the share no longer answered (the headline; "
                "higher is better)", True, range=PERCENT, items="known_forget_probes"),

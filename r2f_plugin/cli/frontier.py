@@ -15,7 +15,7 @@ from ..results.frontier_settings import Settings
 from ..results.frontier_tables import as_json, write_report
 from ..results.launch import add_launcher_options, launcher
 from ..results.store import Store
-from ..results.sweep import SweepReport, parse_seeds, comma_list
+from ..results.sweep import SweepReport, comma_list, parse_seeds
 from .options import (add_budget_option, add_json_option, add_keep_going_option, add_methods_option,
                       add_out_dir_option, add_run_options, add_seeds_option, add_task_option, budget_deadline,
                       json_command, run_values, say)

@@ -46,8 +46,8 @@ def sweep_command(args: argparse.Namespace) -> None:
         methods = comma_list(args.methods)
     given = run_values(args, sweep=True)
     jobs = sweep_jobs(expand(methods, "method"), expand(comma_list(args.tasks), "task"), parse_seeds(args.seeds),
-                ablation=args.ablation, models=given.pop("model", None) or [None],
-                proxies=given.pop("proxy", None) or [None], **given)
+                      ablation=args.ablation, models=given.pop("model", None) or [None],
+                      proxies=given.pop("proxy", None) or [None], **given)
     if launch is not None:
         return submit_sweep(args, launch, jobs)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..results.sweep import parse_seeds, comma_list
+from ..results.sweep import comma_list, parse_seeds
 from ..results.tune import DEFAULT_MIN_GUR, parse_grid, plan_searches, run_search
 from .options import (add_json_option, add_methods_option, add_run_options, add_seeds_option, add_task_option,
                       json_command, run_config, say)

@@ -107,7 +107,7 @@ class Evaluator:
             return {"scores": scores}
         extra = cached(paths[EXTRA], lambda entry: None if isinstance(entry, dict) else "not an object of scores",
                        lambda: self.scope.task.extra_scores(self.weights.at(UNTOUCHED), self.built.tokenizer,
-                                                           self.scope.bench, target), progress)
+                                                            self.scope.bench, target), progress)
         return {"scores": scores, "extra": extra}
 
     def reference(self) -> "Reference":

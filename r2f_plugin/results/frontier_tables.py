@@ -11,13 +11,13 @@ from typing import Any
 
 import numpy as np
 
-from .stats import Stat, group_stats
 from ..metric import METRICS
 from .frontier import (ALPHA, AREA_FROM, AREA_KEY, FAILURE_RULE, GUR_LEVELS, KEYS, MEASURED, OPEN, TOLERANCE, Frontier,
                        excludes_zero, holm, paired, paired_p, tiers)
 from .frontier_run import FrontierResults, Readout
 from .plots import plot_frontier
 from .render import FORMATS, render, stat_json, write_files
+from .stats import Stat, group_stats
 from .tables import ATTACKS_NOTE, Column, Provenance, Table, attack_fields
 
 TITLES = {**{f"usr_at_gur{g:g}": f"USR @ GUR≥{g:g}" for g in GUR_LEVELS}, AREA_KEY: "Area"}

@@ -14,12 +14,12 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Callable, Hashable, Sequence
 
-from .stats import Record, group_stats
-from .cells import setting, setting_label, task_order, varying
 from ..atomic import atomic_path
 from ..jsontext import canonical_json
-from .tables import direction
 from ..metric import METRICS
+from .cells import setting, setting_label, task_order, varying
+from .stats import Record, group_stats
+from .tables import direction
 
 PLOTTED = ("usr", "gur", "rap", "identity_alignment")  # one row of panels each
 MARKERS = ("o", "s", "^", "D")  # frontier lines: a new marker and line style for every ten methods (colours repeat)
