@@ -145,7 +145,8 @@ class RunConfig:
     teach_lr: float = field(default=TEACH_LR, metadata=option(
         "peak learning rate of that teaching (default %(default)s)", least=1e-8, most=1.0))
     eval_batch_size: int = field(default=32, metadata=option(  # in no key, like threads
-        "generation requests per lm-eval batch (default %(default)s); on a GPU 256 or more is much faster "
+        "generation requests per lm-eval batch, at most (default %(default)s; a batch also holds no more padded "
+        "prompt tokens than that many prompts of the median length); on a GPU 256 or more is much faster "
         "(left-padded batches can differ from one another only in the last bits of a tie)", least=1))
     dtype: str = field(default="float32", metadata=option(  # embedded models are taught in float32, then cast
         "weights of the model and proxy (default %(default)s)", choices=DTYPES))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import statistics
 from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
@@ -25,7 +26,7 @@ from ..atomic import atomic_write_text
 from ..data import Probe
 from .metrics import ANSWERED_RECALL, rouge_l_recall
 from ..plugins import registry
-from ..progress import quiet
+from ..progress import bar, quiet
 from ..task import ANSWERED, METRIC_KEYS, SCORE
 
 REPLY = "reply"  # the row field every generation YAML's gen_prefix reads: an attack's opening of the answer
@@ -69,9 +70,31 @@ def process_generation(doc: dict, results: list[str]) -> dict[str, float]:
     return {SCORE: recall, ANSWERED: float(recall >= ANSWERED_RECALL)}
 
 
+def token_batches(lengths: list[int], most: int) -> list[list[int]]:
+    """Indices of requests whose prompts are ``lengths`` tokens long, longest first (lm-eval's
+    order), in batches of at most ``most`` requests that also hold at most as many padded
+    prompt tokens (requests × the batch's longest prompt) as ``most`` prompts of the median
+    length; a prompt longer than that goes alone.
+
+    lm-eval batches a fixed number of requests, each padded to the batch's longest prompt, so
+    a few long prompts among short ones pad a whole batch to their length (on an RWKU target
+    asked of SmolLM2, a quarter of the prompt tokens were padding). Batches sized by tokens
+    keep every batch near the cost of a typical one."""
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    budget = most * statistics.median(lengths) if lengths else 0
+    batches: list[list[int]] = []
+    for i in order:
+        if batches and len(batches[-1]) < most and (len(batches[-1]) + 1) * lengths[batches[-1][0]] <= budget:
+            batches[-1].append(i)
+        else:
+            batches.append([i])
+    return batches
+
+
 @lru_cache(maxsize=1)
 def quiet_hflm() -> type:
-    """lm-eval's ``HFLM``, its request bars following ``--quiet`` (:mod:`r2f_bench.progress`)."""
+    """lm-eval's ``HFLM``, its request bars following ``--quiet`` (:mod:`r2f_bench.progress`),
+    its generation batched by tokens (:func:`token_batches`)."""
     from lm_eval.models.huggingface import HFLM
 
     class QuietHFLM(HFLM):
@@ -79,7 +102,23 @@ def quiet_hflm() -> type:
             return super().loglikelihood(requests, disable_tqdm=quiet())
 
         def generate_until(self, requests, disable_tqdm: bool = False):
-            return super().generate_until(requests, disable_tqdm=quiet())
+            """lm-eval's own generation, one call per token-sized batch (its batch size set to
+            the batch's requests for the call); the answers in the requests' order."""
+            most = self.batch_size_per_gpu
+            if not isinstance(most, int) or len(requests) <= 1:  # "auto": lm-eval sizes its own batches
+                return super().generate_until(requests, disable_tqdm=quiet())
+            answers: list[str] = [""] * len(requests)
+            with bar(desc="generating", total=len(requests), unit="request") as progress:
+                try:
+                    for batch in token_batches([len(self.tok_encode(r.args[0])) for r in requests], most):
+                        self.batch_size_per_gpu = len(batch)
+                        generated = super().generate_until([requests[i] for i in batch], True)
+                        for i, answer in zip(batch, generated, strict=True):
+                            answers[i] = answer
+                        progress.update(len(batch))
+                finally:
+                    self.batch_size_per_gpu = most
+            return answers
 
     return QuietHFLM
 

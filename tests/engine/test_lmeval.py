@@ -77,6 +77,62 @@ def test_the_batch_size_changes_no_answer(tiny, tmp_path):
     assert one == many
 
 
+def test_token_batches_cover_every_request_once_within_the_budget():
+    """Longest first; at most ``most`` requests a batch and, unless alone, at most ``most``
+    median prompts' worth of padded tokens."""
+    from statistics import median
+
+    from r2f_bench.engine.lmeval import token_batches
+
+    lengths = [40, 41, 39, 400, 42, 38, 350, 40, 43, 37, 40, 120, 41, 40, 39, 44]
+    batches = token_batches(lengths, 4)
+    assert sorted(i for b in batches for i in b) == list(range(len(lengths)))
+    flat = [lengths[i] for b in batches for i in b]
+    assert flat == sorted(lengths, reverse=True)
+    budget = 4 * median(lengths)
+    assert all(len(b) <= 4 and (len(b) == 1 or len(b) * lengths[b[0]] <= budget) for b in batches)
+    assert [len(b) for b in batches[:3]] == [1, 1, 1]  # 400, 350 and 120 each alone
+    assert token_batches([10] * 9, 4) == [[0, 1, 2, 3], [4, 5, 6, 7], [8]]  # equal lengths: by requests, as before
+    assert token_batches([], 4) == []
+
+
+def test_a_long_prompt_does_not_pad_a_whole_batch(tiny, tmp_path):
+    """Generation is batched by tokens: no prefill pass holds more padded prompt tokens than
+    ``batch_size`` prompts of the median length, unless it holds one prompt (lm-eval alone
+    pads every request of a batch to its longest); every probe's answer is the same as with
+    one request a batch."""
+    import dataclasses
+    from statistics import median
+
+    from r2f_bench.engine.lmeval import evaluate_probes
+    from r2f_bench.plugins import registry
+    from r2f_bench.task import ANSWERED
+
+    task = registry().task("rwku")()
+    utility = tiny["bench"].utility
+    long = [dataclasses.replace(p, prompt=" ".join([p.prompt] * 8)) for p in utility[:3]]
+    probes = {**tiny["bench"].targets[0].probes, task.utility_set: long + utility[3:]}
+    passes: list[tuple[int, int, list[int]]] = []
+
+    def prefill(module, args, kwargs):
+        ids, mask = kwargs["input_ids"], kwargs.get("attention_mask")  # no mask: no padding
+        if ids.shape[1] > 1:  # a batch's prompt pass, not a decoding step
+            real = [ids.shape[1]] * ids.shape[0] if mask is None else mask[:, -ids.shape[1]:].sum(1).tolist()
+            passes.append((ids.shape[0], ids.shape[1], real))
+
+    verdicts = lambda scores: [row[ANSWERED] for rows in scores.values() for row in rows if ANSWERED in row]
+    hook = tiny["model"].register_forward_pre_hook(prefill, with_kwargs=True)
+    try:
+        batched = verdicts(evaluate_probes(tiny["model"], tiny["tok"], task, probes, tmp_path, batch_size=8))
+    finally:
+        hook.remove()
+    one = verdicts(evaluate_probes(tiny["model"], tiny["tok"], task, probes, tmp_path, batch_size=1))
+    lengths = [n for _, _, real in passes for n in real]
+    assert len(lengths) == sum(map(len, probes.values())) >= 30 and max(lengths) > 4 * median(lengths)
+    assert all(rows == 1 or rows * width <= 8 * median(lengths) for rows, width, _ in passes)
+    assert batched == one and any(one)
+
+
 CHAT = ("{% for m in messages %}<s>USER {{ m['content'] }}</s>{% endfor %}"
         "{% if add_generation_prompt %}ASSISTANT{% endif %}")
 
