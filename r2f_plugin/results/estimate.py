@@ -5,7 +5,8 @@ A later job is expected to cost what the first one did, less what the first one 
 for it: the untouched model's evaluation (``phases["untouched"]``) is read back by every
 later job on the same model and data. RAP's control is cached too but is not a phase of
 its own, so the estimate errs high by up to half of ``rap``. Each job is assumed to run
-as many targets as the first (true of a sweep or frontier over one task).
+as many targets as the first (true of a sweep or frontier over one task), less those
+already stored: a resumed or extended command is estimated on what it will run.
 """
 
 from __future__ import annotations
@@ -68,28 +69,33 @@ class Estimate:
         once = sum((timed[0].get("phases_once") or {}).values())
         return cls(fields, once, phases, len(records))
 
-    def job_seconds(self, fields: dict) -> float:
-        """A later job's expected seconds: the untouched evaluation only where it evaluates
+    def job_seconds(self, fields: dict, targets: int | None = None) -> float:
+        """A later job's expected seconds for ``targets`` still to run (default: as many as the
+        first job ran; none: nothing to load): the untouched evaluation only where it evaluates
         another model or data than the first job."""
+        targets = self.targets if targets is None else targets
+        if not targets:
+            return 0.0
         same = all(fields.get(k) == self.fields.get(k) for k in SAME_EVALUATION)
         target = sum(s for name, s in self.phases.items() if not (same and name == "untouched"))
-        return self.once + self.targets * target
+        return self.once + targets * target
 
-    def line(self, jobs: list[dict]) -> str:
-        """The estimate for ``jobs`` (the later jobs' fields), by phase."""
-        total = sum(map(self.job_seconds, jobs))
+    def line(self, jobs: list[tuple[dict, int]]) -> str:
+        """The estimate for ``jobs`` (the later jobs' fields and targets still to run), by phase."""
+        total = sum(self.job_seconds(*job) for job in jobs)
+        running = sum(1 for _, targets in jobs if targets)
+        stored = f"; {len(jobs) - running} stored, skipped" if running < len(jobs) else ""
         by_phase = ", ".join(f"{name} {s:.1f}" for name, s in sorted(self.phases.items(), key=lambda kv: -kv[1])
                              if s >= 0.05)
-        return (f"estimate: the {len(jobs)} remaining job{'s' * (len(jobs) != 1)} should take about {span(total)} "
+        return (f"estimate: the {running} remaining job{'s' * (running != 1)} to run should take about {span(total)} "
                 f"(measured on the first: {self.targets} target{'s' * (self.targets != 1)} a job, per target {by_phase} "
-                f"s, {self.once:.1f} s to load and set up; later jobs read the untouched evaluation back; targets "
-                f"already stored are skipped, so less)")
+                f"s, {self.once:.1f} s to load and set up; later jobs read the untouched evaluation back{stored})")
 
-    def fit(self, jobs: list[dict], seconds: float) -> int:
-        """How many of ``jobs``, in order, fit in ``seconds``."""
+    def fit(self, jobs: list[tuple[dict, int]], seconds: float) -> int:
+        """How many of ``jobs`` (fields, targets still to run), in order, fit in ``seconds``."""
         n = 0
-        for fields in jobs:
-            seconds -= self.job_seconds(fields)
+        for job in jobs:
+            seconds -= self.job_seconds(*job)
             if seconds < 0:
                 break
             n += 1
@@ -105,27 +111,30 @@ class Forecast:
         self.say, self.deadline = say, deadline
         self.made: tuple[float, float, int] | None = None  # (when, estimated seconds, jobs)
 
-    def measured(self, job: Job, records: list[dict], rest: list[Job]) -> int:
-        """After ``job`` ran: how many of the ``rest`` to keep (all but what --budget cuts)."""
+    def measured(self, job: Job, records: list[dict], rest: list[Job], pending: Callable[[Job], int]) -> int:
+        """After ``job`` ran: how many of the ``rest`` to keep (all but what --budget cuts);
+        ``pending(j)`` is how many of ``j``'s targets are not stored yet."""
         if self.made is not None or not rest or (estimate := Estimate.of(job.fields, records)) is None:
             return len(rest)
+        later = [(j.fields, pending(j)) for j in rest]
         keep = len(rest)
         if self.deadline is not None:
-            keep = estimate.fit([j.fields for j in rest], self.deadline - time.time())
-        self.say(estimate.line([j.fields for j in rest]))
+            keep = estimate.fit(later, self.deadline - time.time())
+        self.say(estimate.line(later))
         if keep < len(rest):
             self.say(f"budget: {keep} of the {len(rest)} remaining jobs fit in what is left of --budget; not run: "
                      f"{', '.join(j.label for j in rest[keep:])} (run again with a larger --budget to add them; "
                      f"what is stored stays)")
-        self.made = (time.monotonic(), sum(estimate.job_seconds(j.fields) for j in rest[:keep]), keep)
+        self.made = (time.monotonic(), sum(estimate.job_seconds(*j) for j in later[:keep]),
+                     sum(1 for _, targets in later[:keep] if targets))
         return keep
 
     def check(self, finished: bool) -> None:
-        """The estimate against what the jobs after the first took (when all of them ran)."""
+        """The estimate against what the jobs run after the first took (when all of them ran)."""
         if self.made is None or not finished or not self.made[2]:
             return
         when, estimated, jobs = self.made
         took = time.monotonic() - when
         error = 100 * (estimated - took) / max(took, 1e-9)
-        self.say(f"estimate check: the {jobs} job{'s' * (jobs != 1)} after the first took {span(took)}, estimated "
+        self.say(f"estimate check: the {jobs} job{'s' * (jobs != 1)} run after the first took {span(took)}, estimated "
                  f"{span(estimated)}: {abs(error):.0f}% {'high' if error >= 0 else 'low'}")

@@ -201,7 +201,7 @@ def execute(jobs: Sequence[Job], output: str, *, runner: type[Run] | None = None
                 gc.collect()  # before the next job builds its own
             if report.ran > ran:
                 keep = forecast.measured(job, [r for r in map(store.get, report.job_keys.get(job.label, [])) if r],
-                                         mine[n:])
+                                         mine[n:], partial(_pending, runner=runner, store=store, replace=replace))
                 report.cut += [j.label for j in mine[n + keep:]]
                 mine = mine[:n + keep]
         forecast.check(n == len(mine))
@@ -230,6 +230,12 @@ def stored_keys(jobs: Sequence[Job], runner: type[Run] | None = None) -> dict[st
     """Each job's store keys, by job label, as running it would store them; nothing runs."""
     runner = runner or default_runner()
     return {job.label: _keyed(job, runner, lambda msg: None)[-1] for job in jobs}
+
+
+def _pending(job: Job, *, runner: type[Run], store: Store, replace: bool) -> int:
+    """How many of ``job``'s targets running it would run (all with ``replace``)."""
+    keys = _keyed(job, runner, lambda msg: None)[-1]
+    return len(keys) if replace else sum(not store.done(key) for key in keys)
 
 
 def _run_job(job: Job, runner: type[Run], store: Store, report: SweepReport, say: Progress, replace: bool) -> None:

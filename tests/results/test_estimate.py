@@ -46,14 +46,35 @@ def test_the_first_job_estimates_the_rest_without_what_it_cached(tmp_path):
     said: list[str] = []
     execute(jobs(4, str(tmp_path)), str(tmp_path), runner=TimedRun, process=(0, 1), progress=said.append)
     (line,) = [m for m in said if m.startswith("estimate: ")]
-    assert line.startswith("estimate: the 3 remaining jobs should take about 39 s (measured on the first: 2 targets "
+    assert line.startswith("estimate: the 3 remaining jobs to run should take about 39 s (measured on the first: 2 targets "
                            "a job, per target untouched 4.0, evaluate 3.0, other 2.0, unlearn 1.0 s, 1.0 s to load")
     (check,) = [m for m in said if m.startswith("estimate check: ")]
-    assert check.startswith("estimate check: the 3 jobs after the first took ")
+    assert check.startswith("estimate check: the 3 jobs run after the first took ")
     record = {"wall_seconds": 10.0, "phases": {"untouched": 4.0}, "phases_once": {"load": 1.0}}
     estimate = Estimate.of(jobs(1, "o")[0].fields, [record, record])
     other = {**jobs(1, "o")[0].fields, "model": "another"}
     assert estimate.job_seconds(jobs(1, "o")[0].fields) == 1 + 2 * 6 and estimate.job_seconds(other) == 1 + 2 * 10
+
+
+def test_a_resumed_command_is_estimated_on_what_it_will_run(tmp_path, monkeypatch):
+    """Of 4 jobs, the 2nd and 3rd are stored and one target of the 4th (interrupted): after the
+    first runs, only the 4th's other target is left, 1 s set-up + 6 s."""
+    every = jobs(4, str(tmp_path))
+    fake_runner.CALLS.clear()
+    monkeypatch.setenv("R2F_FAKE_INTERRUPT_AT", "5")
+    with pytest.raises(KeyboardInterrupt):
+        execute(every[1:], str(tmp_path), runner=TimedRun, process=(0, 1), progress=lambda msg: None)
+    monkeypatch.delenv("R2F_FAKE_INTERRUPT_AT")
+    fake_runner.CALLS.clear()
+    said: list[str] = []
+    execute(every, str(tmp_path), runner=TimedRun, process=(0, 1), progress=said.append)
+    assert [(c["label"].split("/")[3], c["target"]) for c in fake_runner.CALLS] == [
+        ('{"step": "0"}', "t1"), ('{"step": "0"}', "t2"), ('{"step": "3"}', "t2")]  # t1 of step 3 stored
+    (line,) = [m for m in said if m.startswith("estimate: ")]
+    assert line.startswith("estimate: the 1 remaining job to run should take about 7 s (") and \
+        line.endswith("; 2 stored, skipped)")
+    (check,) = [m for m in said if m.startswith("estimate check: ")]
+    assert check.startswith("estimate check: the 1 job run after the first took ")
 
 
 def test_a_budget_runs_only_the_jobs_that_fit_and_says_which_it_left_out(tmp_path):
@@ -66,4 +87,4 @@ def test_a_budget_runs_only_the_jobs_that_fit_and_says_which_it_left_out(tmp_pat
     (line,) = [m for m in said if m.startswith("budget: ")]
     assert line.startswith("budget: 1 of the 3 remaining jobs fit in what is left of --budget; not run: ")
     (check,) = [m for m in said if m.startswith("estimate check: ")]  # of the job it kept
-    assert check.startswith("estimate check: the 1 job after the first took ") and check.endswith("% high")
+    assert check.startswith("estimate check: the 1 job run after the first took ") and check.endswith("% high")
