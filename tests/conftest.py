@@ -1,5 +1,6 @@
-"""Shared fixtures: one CPU thread per process, an isolated model cache, the fake runner, and
-tiny taught models on RWKU's bundled sample, built once per session."""
+"""Shared fixtures: one CPU thread per process, an isolated model cache, the fake runner, the
+prompts a model is asked, and tiny taught models on RWKU's bundled sample, built once per
+session."""
 
 from __future__ import annotations
 
@@ -47,6 +48,25 @@ def fake_run(monkeypatch):
     monkeypatch.setattr(run, "Run", fake_runner.Run)
     fake_runner.CALLS.clear()
     return fake_runner
+
+
+@pytest.fixture
+def prompts_seen(monkeypatch):
+    """``seen = prompts_seen(model, tok)``: from then on (this test), every prompt a
+    ``model.generate`` call receives, whole and decoded without special tokens (a prompt
+    pass may start after a cached chat header, so a forward hook sees only part of it)."""
+    def watch(model, tok) -> list[str]:
+        seen: list[str] = []
+        generate = model.generate
+
+        def recording(**kwargs):
+            seen.extend(tok.batch_decode(kwargs["input_ids"], skip_special_tokens=True))
+            return generate(**kwargs)
+
+        monkeypatch.setattr(model, "generate", recording)
+        return seen
+
+    return watch
 
 
 @pytest.fixture(scope="session")

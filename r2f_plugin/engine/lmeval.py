@@ -12,6 +12,7 @@ A probe set reaches lm-eval in one of two ways, both through the YAML's
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 import statistics
@@ -91,6 +92,35 @@ def token_batches(lengths: list[int], most: int) -> list[list[int]]:
     return batches
 
 
+MIN_HEADER = 8  # tokens every prompt of a batch must share before their states are computed once
+
+
+def shared_header(context: torch.Tensor, mask: torch.Tensor) -> int:
+    """How many leading tokens every left-padded row of ``context`` shares (its real tokens:
+    ``mask`` 1), leaving each row at least one token of its own; 0 when fewer than
+    :data:`MIN_HEADER`, one row, or padding on the right."""
+    lengths = mask.sum(1)
+    shortest = int(lengths.min())
+    if context.shape[0] < 2 or shortest <= MIN_HEADER or not bool(mask[:, -1].all()):
+        return 0
+    starts = context.shape[1] - lengths
+    heads = torch.stack([row[int(s):int(s) + shortest - 1] for row, s in zip(context, starts)])
+    n = int((heads == heads[:1]).all(0).long().cumprod(0).sum())
+    return n if n >= MIN_HEADER else 0
+
+
+def header_first(context: torch.Tensor, mask: torch.Tensor, header: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``context`` and ``mask`` with each row's padding moved from before its first ``header``
+    real tokens to after them: the shared header at the same columns in every row, each
+    token at the same position (positions count the mask) and the same length."""
+    width = context.shape[1]
+    order = []
+    for pad in (width - mask.sum(1)).tolist():
+        order.append(list(range(pad, pad + header)) + list(range(pad)) + list(range(pad + header, width)))
+    index = torch.tensor(order, device=context.device)
+    return context.gather(1, index), mask.gather(1, index)
+
+
 @lru_cache(maxsize=1)
 def quiet_hflm() -> type:
     """lm-eval's ``HFLM``, its request bars following ``--quiet`` (:mod:`r2f_bench.progress`),
@@ -119,6 +149,23 @@ def quiet_hflm() -> type:
                 finally:
                     self.batch_size_per_gpu = most
             return answers
+
+        def _model_generate(self, context, max_length, stop, **generation_kwargs):
+            """lm-eval's generation, with the tokens every prompt of the batch opens with (a chat
+            template's system prompt and turn opening) computed once: their cached states,
+            repeated over the batch, stand for them in every row."""
+            mask = generation_kwargs.get("attention_mask")
+            header = 0 if mask is None or self.backend != "causal" else shared_header(context, mask)
+            if not header:
+                return super()._model_generate(context, max_length, stop, **generation_kwargs)
+            context, generation_kwargs["attention_mask"] = header_first(context, mask, header)
+            base = getattr(self.model, "get_base_model", lambda: self.model)()  # a PEFT wrapper's model
+            name = "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
+            precision = getattr(self, "mixed_precision_dtype", None)
+            with torch.no_grad(), torch.autocast(self.device.type, dtype=precision, enabled=precision is not None):
+                cache = getattr(self.model(input_ids=context[:1, :header], use_cache=True), name)
+            cache.batch_repeat_interleave(context.shape[0])
+            return super()._model_generate(context, max_length, stop, **generation_kwargs, **{name: cache})
 
     return QuietHFLM
 

@@ -148,7 +148,7 @@ def test_the_jailbreak_prompt_asks_every_probe_after_its_instruction_and_keeps_i
     assert attacked.reply == ""
 
 
-def test_the_sure_attack_opens_every_answer_compliantly(tiny, tmp_path):
+def test_the_sure_attack_opens_every_answer_compliantly(tiny, tmp_path, prompts_seen):
     """"Sure, here is the answer:" begins the reply: after the prompt, or opening the
     assistant's turn through a chat template (never inside the user's)."""
     import copy
@@ -163,16 +163,10 @@ def test_the_sure_attack_opens_every_answer_compliantly(tiny, tmp_path):
     tok = copy.deepcopy(tiny["tok"])
     tok.chat_template = ("{% for m in messages %}<s>{{ m['role'] }}: {{ m['content'] }}</s>{% endfor %}"
                          "{% if add_generation_prompt %}<s>assistant:{% endif %}")
-    seen: list[str] = []
-    hook = tiny["model"].register_forward_pre_hook(
-        lambda m, args, kwargs: seen.extend(tok.batch_decode(kwargs["input_ids"], skip_special_tokens=True)),
-        with_kwargs=True)
-    try:
-        evaluate_probes(tiny["model"], tok, task, probes, tmp_path, reply=attacked.reply)
-        plain, seen[:] = list(seen), []
-        evaluate_probes(tiny["model"], tok, task, probes, tmp_path, chat_template=True, reply=attacked.reply)
-    finally:
-        hook.remove()
+    seen = prompts_seen(tiny["model"], tok)
+    evaluate_probes(tiny["model"], tok, task, probes, tmp_path, reply=attacked.reply)
+    plain, seen[:] = list(seen), []
+    evaluate_probes(tiny["model"], tok, task, probes, tmp_path, chat_template=True, reply=attacked.reply)
     for p in probes["forget_qa"]:
         assert any(text.startswith(f"{p.prompt} {SURE}") for text in plain)
         assert any(f"user: {p.prompt}assistant: {SURE}" in text for text in seen), seen[:2]

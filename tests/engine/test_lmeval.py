@@ -137,7 +137,7 @@ CHAT = ("{% for m in messages %}<s>USER {{ m['content'] }}</s>{% endfor %}"
         "{% if add_generation_prompt %}ASSISTANT{% endif %}")
 
 
-def test_probes_go_through_the_chat_template_when_asked(tiny, tmp_path):
+def test_probes_go_through_the_chat_template_when_asked(tiny, tmp_path, prompts_seen):
     """With ``chat_template`` every prompt reaches the model as a user turn of the
     tokenizer's template (lm-eval's own ``apply_chat_template``); without, as written."""
     import copy
@@ -150,16 +150,10 @@ def test_probes_go_through_the_chat_template_when_asked(tiny, tmp_path):
     probes = {"forget_qa": bench.targets[0].probes["forget_qa"][:4]}
     tok = copy.deepcopy(tiny["tok"])
     tok.chat_template = CHAT
-    seen: list[str] = []
-    hook = tiny["model"].register_forward_pre_hook(
-        lambda m, args, kwargs: seen.extend(tok.batch_decode(kwargs["input_ids"], skip_special_tokens=True)),
-        with_kwargs=True)
-    try:
-        evaluate_probes(tiny["model"], tok, task, probes, tmp_path)
-        plain, seen[:] = list(seen), []
-        evaluate_probes(tiny["model"], tok, task, probes, tmp_path, chat_template=True)
-    finally:
-        hook.remove()
+    seen = prompts_seen(tiny["model"], tok)
+    evaluate_probes(tiny["model"], tok, task, probes, tmp_path)
+    plain, seen[:] = list(seen), []
+    evaluate_probes(tiny["model"], tok, task, probes, tmp_path, chat_template=True)
     assert not any("USER" in text for text in plain)
     asked = [text for text in seen if "USER" in text]
     assert asked and all("ASSISTANT" in text for text in asked)
@@ -179,3 +173,60 @@ def test_chat_template_auto_on_off(tiny):
     assert not chat_template("off", chat, "m") and chat_template("on", chat, "m")
     with pytest.raises(UserError, match="has no chat template"):
         chat_template("on", plain, "m")
+
+
+def test_a_shared_header_moves_before_the_padding_and_keeps_every_position():
+    """Rows sharing their first 9 real tokens (left-padded 0, 2 and 1 tokens): the header is
+    those 9 (a row keeps at least one token of its own), moved to the first columns; each real
+    token keeps its position (the count of real tokens before it) and its mask."""
+    import torch
+
+    from r2f_bench.engine.lmeval import MIN_HEADER, header_first, shared_header
+
+    head = list(range(101, 110))
+    rows = [head + [7, 8, 9], [0, 0] + head + [5], [0] + head + [6, 6]]
+    mask = torch.tensor([[int(t != 0) for t in row] for row in rows])
+    context = torch.tensor(rows)
+    assert MIN_HEADER <= 9 and shared_header(context, mask) == 9
+    moved, moved_mask = header_first(context, mask, 9)
+    assert (moved[:, :9] == torch.tensor(head)).all() and (moved_mask[:, :9] == 1).all()
+    position = lambda ids, m: [[t for t, keep in zip(zip(r.tolist(), (k.cumsum(0) - 1).tolist()), k.tolist()) if keep]
+                               for r, k in zip(ids, m)]
+    assert position(moved, moved_mask) == position(context, mask)
+    assert shared_header(context[:1], mask[:1]) == 0  # one row: nothing to share
+    differs = context.clone()
+    differs[1, 6] = 42  # the second row's 5th real token
+    assert shared_header(differs, mask) == 0  # 4 shared tokens: below MIN_HEADER
+
+
+def test_a_chat_header_is_computed_once_a_batch_and_changes_no_score(tiny, tmp_path, monkeypatch):
+    """Through a chat template with a system prompt (as SmolLM2's) every prompt opens with the
+    same tokens: their states are computed once a batch and reused by every row, so the model
+    reads fewer prompt tokens, and every probe's scores equal those without the reuse."""
+    import copy
+
+    from r2f_bench.engine import lmeval
+    from r2f_bench.plugins import registry
+
+    task = registry().task("rwku")()
+    probes = {**tiny["bench"].targets[0].probes, task.utility_set: tiny["bench"].utility[:24]}
+    tok = copy.deepcopy(tiny["tok"])
+    tok.chat_template = CHAT.replace("<s>USER", "<s>SYSTEM Answer in one short line.</s><s>USER")
+    tokens = [0]
+    hook = tiny["model"].register_forward_pre_hook(
+        lambda m, args, kwargs: tokens.__setitem__(0, tokens[0] + kwargs["input_ids"].numel() * (kwargs["input_ids"].shape[1] > 1)),
+        with_kwargs=True)  # prompt tokens (a decoding step passes one a row)
+
+    def scored(min_header: int) -> tuple[dict, int]:
+        monkeypatch.setattr(lmeval, "MIN_HEADER", min_header)
+        tokens[0] = 0
+        return lmeval.evaluate_probes(tiny["model"], tok, task, probes, tmp_path, 8, chat_template=True), tokens[0]
+
+    try:
+        (reused, fewer), (computed, every) = scored(8), scored(10**9)
+    finally:
+        hook.remove()
+    assert sum(map(len, computed.values())) >= 30 and any(row.get("answered") for rows in computed.values()
+                                                          for row in rows)
+    assert reused == computed
+    assert fewer < 0.9 * every
