@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from functools import lru_cache
 from pathlib import Path
 from typing import Callable
 
@@ -68,6 +69,14 @@ def check_gguf(path: Path) -> None:
     of an architecture or tensor type transformers cannot load."""
     if not path.is_file():
         raise UserError(f"model {path} does not exist or is not a file; pass a .gguf file.")
+    stat = path.stat()
+    _check_version(path.resolve(), stat.st_size, stat.st_mtime_ns)
+
+
+@lru_cache(maxsize=16)
+def _check_version(path: Path, size: int, mtime_ns: int) -> None:
+    """:func:`check_gguf` of one version of a file, once a process: reading a GGUF's metadata
+    (its whole vocabulary) takes seconds, and a sweep plans every job's models before it runs."""
     reader = _reader(path)
     arch = _field(reader, "general.architecture")
     architectures, types = _supported()

@@ -91,15 +91,16 @@ class Estimate:
                 f"(measured on the first: {self.targets} target{'s' * (self.targets != 1)} a job, per target {by_phase} "
                 f"s, {self.once:.1f} s to load and set up; later jobs read the untouched evaluation back{stored})")
 
-    def fit(self, jobs: list[tuple[dict, int]], seconds: float) -> int:
-        """How many of ``jobs`` (fields, targets still to run), in order, fit in ``seconds``."""
-        n = 0
+    def fit(self, jobs: list[tuple[dict, int]], seconds: float) -> list[bool]:
+        """Which of ``jobs`` (fields, targets still to run) fit in ``seconds``: in plan order
+        until the first that does not, none to run after it; stored jobs (nothing to run) all."""
+        fits: list[bool] = []
         for job in jobs:
             seconds -= self.job_seconds(*job)
-            if seconds < 0:
-                break
-            n += 1
-        return n
+            fits.append(seconds >= 0 or not job[1])
+            if not fits[-1]:
+                seconds = -float("inf")
+        return fits
 
 
 class Forecast:
@@ -111,23 +112,25 @@ class Forecast:
         self.say, self.deadline = say, deadline
         self.made: tuple[float, float, int] | None = None  # (when, estimated seconds, jobs)
 
-    def measured(self, job: Job, records: list[dict], rest: list[Job], pending: Callable[[Job], int]) -> int:
-        """After ``job`` ran: how many of the ``rest`` to keep (all but what --budget cuts);
+    def measured(self, job: Job, records: list[dict], rest: list[Job], pending: Callable[[Job], int]) -> list[Job]:
+        """After ``job`` ran: which of the ``rest`` to run (all but what --budget cuts; a
+        stored job is never cut, so its records stay in what the command reports);
         ``pending(j)`` is how many of ``j``'s targets are not stored yet."""
         if self.made is not None or not rest or (estimate := Estimate.of(job.fields, records)) is None:
-            return len(rest)
+            return rest
         later = [(j.fields, pending(j)) for j in rest]
-        keep = len(rest)
-        if self.deadline is not None:
-            keep = estimate.fit(later, self.deadline - time.time())
+        fits = [True] * len(rest) if self.deadline is None else estimate.fit(later, self.deadline - time.time())
         self.say(estimate.line(later))
-        if keep < len(rest):
-            self.say(f"budget: {keep} of the {len(rest)} remaining jobs fit in what is left of --budget; not run: "
-                     f"{', '.join(j.label for j in rest[keep:])} (run again with a larger --budget to add them; "
-                     f"what is stored stays)")
-        self.made = (time.monotonic(), sum(estimate.job_seconds(*j) for j in later[:keep]),
-                     sum(1 for _, targets in later[:keep] if targets))
-        return keep
+        if not all(fits):
+            cut = [j.label for j, fit in zip(rest, fits) if not fit]
+            running = sum(1 for _, targets in later if targets)
+            self.say(f"budget: {running - len(cut)} of the {running} jobs to run fit in what is left of "
+                     f"--budget; not run: {', '.join(cut)} (run again with a larger --budget to add them; what is "
+                     f"stored stays)")
+        kept = [(j, job) for j, job, fit in zip(rest, later, fits) if fit]
+        self.made = (time.monotonic(), sum(estimate.job_seconds(*job) for _, job in kept),
+                     sum(1 for _, (_, targets) in kept if targets))
+        return [j for j, _ in kept]
 
     def check(self, finished: bool) -> None:
         """The estimate against what the jobs run after the first took (when all of them ran)."""

@@ -200,10 +200,10 @@ def execute(jobs: Sequence[Job], output: str, *, runner: type[Run] | None = None
             finally:  # a finished run holds reference cycles: free its model and weights' snapshot
                 gc.collect()  # before the next job builds its own
             if report.ran > ran:
-                keep = forecast.measured(job, [r for r in map(store.get, report.job_keys.get(job.label, [])) if r],
+                kept = forecast.measured(job, [r for r in map(store.get, report.job_keys.get(job.label, [])) if r],
                                          mine[n:], partial(_pending, runner=runner, store=store, replace=replace))
-                report.cut += [j.label for j in mine[n + keep:]]
-                mine = mine[:n + keep]
+                report.cut += [j.label for j in mine[n:] if all(j is not k for k in kept)]
+                mine = mine[:n] + kept
         forecast.check(n == len(mine))
     finally:
         if store.jobs.is_dir():

@@ -81,6 +81,27 @@ def test_files_it_cannot_load_get_one_line(source, tmp_path):
         check_model_path(str(write_gguf(model, tok, tmp_path / "q5.gguf", quantize="Q5_0")))
 
 
+def test_a_file_is_checked_once_until_it_changes(source, tmp_path, monkeypatch):
+    """Checking reads the file's metadata (seconds for a real vocabulary): a sweep plans every
+    job's models, so the same file is read once, and again only when it changes."""
+    import gguf
+
+    from r2f_bench.engine.pretrained import check_model_path
+
+    model, tok = source
+    path = write_gguf(model, tok, tmp_path / "m.gguf")
+    reads = []
+    reader = gguf.GGUFReader
+    monkeypatch.setattr(gguf, "GGUFReader", lambda *a, **k: reads.append(a) or reader(*a, **k))
+    for _ in range(3):
+        check_model_path(str(path))
+    assert len(reads) == 1
+    write_gguf(model, tok, path, quantize="Q5_0")  # another version of the file: checked again, and refused
+    with pytest.raises(UserError, match="type Q5_0"):
+        check_model_path(str(path))
+    assert len(reads) == 2
+
+
 def test_the_run_refuses_an_unloadable_gguf_before_any_model_loads(source, tmp_path, capsys, monkeypatch):
     from r2f_bench.cli import main
     from r2f_bench.engine import models

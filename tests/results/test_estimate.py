@@ -85,6 +85,22 @@ def test_a_budget_runs_only_the_jobs_that_fit_and_says_which_it_left_out(tmp_pat
     assert len(fake_runner.CALLS) == 4 and report.ran == 4
     assert report.cut == [j.label for j in jobs(4, str(tmp_path))[2:]]
     (line,) = [m for m in said if m.startswith("budget: ")]
-    assert line.startswith("budget: 1 of the 3 remaining jobs fit in what is left of --budget; not run: ")
+    assert line.startswith("budget: 1 of the 3 jobs to run fit in what is left of --budget; not run: ")
     (check,) = [m for m in said if m.startswith("estimate check: ")]  # of the job it kept
     assert check.startswith("estimate check: the 1 job run after the first took ") and check.endswith("% high")
+
+
+def test_a_budget_never_cuts_a_stored_job(tmp_path):
+    """The last of 4 jobs is stored: when --budget leaves room for none after the first, the
+    two to run are cut and the stored one is still read back (its records reach the report,
+    so a frontier's table keeps them)."""
+    every = jobs(4, str(tmp_path))
+    execute(every[3:], str(tmp_path), runner=TimedRun, process=(0, 1), progress=lambda msg: None)
+    fake_runner.CALLS.clear()
+    said: list[str] = []
+    report = execute(every, str(tmp_path), runner=TimedRun, process=(0, 1), progress=said.append,
+                     deadline=time.time() + 5)
+    assert report.cut == [j.label for j in every[1:3]] and report.ran == 2 and report.skipped == 2
+    assert set(report.job_keys) == {every[0].label, every[3].label}
+    (line,) = [m for m in said if m.startswith("budget: ")]
+    assert line.startswith("budget: 0 of the 2 jobs to run fit")
