@@ -24,7 +24,8 @@ def _permute(weights: np.ndarray, heads: int) -> np.ndarray:
 def write_gguf(model: torch.nn.Module, tokenizer: Any, path: Path, architecture: str = "llama",
                quantize: str | None = None) -> Path:
     """Write ``model`` (Llama/Mistral layout, tied embeddings) and ``tokenizer`` to ``path``;
-    ``quantize`` (e.g. ``"Q8_0"``) stores the 2-D weight matrices in that block type."""
+    ``quantize`` (e.g. ``"Q8_0"``) stores the 2-D weight matrices in that block type (zero
+    blocks for a type the gguf package cannot quantise, e.g. ``"Q8_1"``)."""
     import gguf
 
     cfg = model.config
@@ -54,7 +55,12 @@ def write_gguf(model: torch.nn.Module, tokenizer: Any, path: Path, architecture:
     def add(name: str, x: np.ndarray) -> None:
         if quantize and x.ndim == 2:
             kind = gguf.GGMLQuantizationType[quantize]
-            w.add_tensor(name, gguf.quants.quantize(x, kind), raw_dtype=kind)
+            try:
+                blocks = gguf.quants.quantize(x, kind)
+            except NotImplementedError:  # a type the package cannot write: zero blocks, for refusals
+                block, size = gguf.GGML_QUANT_SIZES[kind]
+                blocks = np.zeros((x.shape[0], x.shape[1] // block * size), dtype=np.uint8)
+            w.add_tensor(name, blocks, raw_dtype=kind)
         else:
             w.add_tensor(name, np.ascontiguousarray(x, dtype=np.float32))
 

@@ -51,17 +51,41 @@ def _field(reader, key: str) -> str | None:
     return bytes(field.parts[field.data[0]]).decode("utf-8", "replace")
 
 
-def _supported() -> tuple[set[str], set[str] | None]:
-    """The architectures transformers loads from GGUF, and the tensor types it dequantises
-    (``None``: this transformers version does not list them)."""
+def _architectures() -> set[str]:
+    """The architectures transformers loads from GGUF."""
     from transformers import modeling_gguf_pytorch_utils as utils
 
-    architectures = set(getattr(utils, "GGUF_SUPPORTED_ARCHITECTURES", ())) - {"general", "tokenizer"}
+    return set(getattr(utils, "GGUF_SUPPORTED_ARCHITECTURES", ())) - {"general", "tokenizer"}
+
+
+def _loader_types(arch: str, found: set[str]) -> set[str]:
+    """Of the tensor types ``found`` in a file of architecture ``arch``, those the loader
+    transformers uses for it dequantises. transformers 5 reads the architectures it lists
+    into its own GGUF kernels, which know the block types of their table; the others (all
+    of them in 5.24) go through its legacy loader, which dequantises with the gguf package:
+    each type is tried on one block of zeros."""
     try:
         from transformers.integrations.gguf.dequant import GGML_BLOCK, GGML_NAME
-    except ImportError:
-        return architectures, None
-    return architectures, set(FLOAT_TYPES) | {GGML_NAME[t] for t in GGML_BLOCK if t in GGML_NAME}
+        from transformers.integrations.gguf.utils import is_gguf_arch_supported
+    except ImportError:  # transformers 4: the legacy loader only
+        pass
+    else:
+        if is_gguf_arch_supported(arch):
+            return set(FLOAT_TYPES) | {GGML_NAME[t] for t in GGML_BLOCK if t in GGML_NAME}
+    import gguf
+    import numpy as np
+
+    readable = set()
+    for name in found:
+        kind = getattr(gguf.GGMLQuantizationType, name, None)
+        if kind is None:
+            continue
+        try:
+            gguf.quants.dequantize(np.zeros(gguf.GGML_QUANT_SIZES[kind][1], dtype=np.uint8), kind)
+        except (NotImplementedError, KeyError, ValueError):
+            continue
+        readable.add(name)
+    return readable
 
 
 def check_gguf(path: Path) -> None:
@@ -79,16 +103,17 @@ def _check_version(path: Path, size: int, mtime_ns: int) -> None:
     (its whole vocabulary) takes seconds, and a sweep plans every job's models before it runs."""
     reader = _reader(path)
     arch = _field(reader, "general.architecture")
-    architectures, types = _supported()
+    architectures = _architectures()
     if arch is None:
         raise UserError(f"model {path} names no architecture (general.architecture); it is not a model GGUF file.")
     if architectures and arch not in architectures:
         raise UserError(f"model {path} is a GGUF of architecture {arch!r}, which transformers cannot load from GGUF "
                         f"(it loads {', '.join(sorted(architectures))}); convert the model to safetensors instead.")
     found = {t.tensor_type.name for t in reader.tensors}
-    if types is not None and found - types:
+    types = _loader_types(arch, found)
+    if found - types:
         raise UserError(f"model {path} holds tensors of type {', '.join(sorted(found - types))}, which transformers "
-                        f"cannot dequantise (it reads {', '.join(sorted(types))}); use another quantisation of the model.")
+                        f"cannot dequantise for {arch!r}; use another quantisation of the model.")
 
 
 def _key(path: Path) -> str:

@@ -32,10 +32,11 @@ def _logits(model, tok, text="Ada Lovelace was born in"):
         return model(**tok(text, return_tensors="pt")).logits
 
 
-@pytest.mark.parametrize("quantize, tolerance", [(None, 0.0), ("Q8_0", 0.02), ("Q4_0", 0.2)])
+@pytest.mark.parametrize("quantize, tolerance", [(None, 0.0), ("Q8_0", 0.02), ("Q5_0", 0.1), ("Q4_0", 0.2)])
 def test_a_gguf_file_loads_as_the_model_it_was_written_from(source, tmp_path, quantize, tolerance):
     """Float32 comes back exactly; block-quantised weights within their rounding (logits of
-    a model whose largest logit is about 1)."""
+    a model whose largest logit is about 1). Q5_0 is outside transformers' own GGUF kernels'
+    table but read by its legacy loader (Gemma 3 270M's registry GGUF holds 81 such tensors)."""
     model, tok = source
     path = write_gguf(model, tok, tmp_path / "tiny.gguf", quantize=quantize)
     said = []
@@ -77,8 +78,8 @@ def test_files_it_cannot_load_get_one_line(source, tmp_path):
         check_model_path(str(tmp_path / "text.gguf"))
     with pytest.raises(UserError, match="architecture 'rwkv9'.*cannot load"):
         check_model_path(str(write_gguf(model, tok, tmp_path / "rwkv.gguf", architecture="rwkv9")))
-    with pytest.raises(UserError, match="type Q5_0.*cannot dequantise"):
-        check_model_path(str(write_gguf(model, tok, tmp_path / "q5.gguf", quantize="Q5_0")))
+    with pytest.raises(UserError, match="type Q8_1.*cannot dequantise for 'llama'"):
+        check_model_path(str(write_gguf(model, tok, tmp_path / "q81.gguf", quantize="Q8_1")))
 
 
 def test_a_file_is_checked_once_until_it_changes(source, tmp_path, monkeypatch):
@@ -96,8 +97,8 @@ def test_a_file_is_checked_once_until_it_changes(source, tmp_path, monkeypatch):
     for _ in range(3):
         check_model_path(str(path))
     assert len(reads) == 1
-    write_gguf(model, tok, path, quantize="Q5_0")  # another version of the file: checked again, and refused
-    with pytest.raises(UserError, match="type Q5_0"):
+    write_gguf(model, tok, path, quantize="Q8_1")  # another version of the file: checked again, and refused
+    with pytest.raises(UserError, match="type Q8_1"):
         check_model_path(str(path))
     assert len(reads) == 2
 
@@ -107,8 +108,8 @@ def test_the_run_refuses_an_unloadable_gguf_before_any_model_loads(source, tmp_p
     from r2f_bench.engine import models
 
     model, tok = source
-    path = write_gguf(model, tok, tmp_path / "q5.gguf", quantize="Q5_0")
+    path = write_gguf(model, tok, tmp_path / "q81.gguf", quantize="Q8_1")
     monkeypatch.setattr(models, "embedded_model", lambda *a, **k: pytest.fail("a model was built"))
     assert main(["--method", "fullgrad", "--task", "rwku", "--model", str(path), "--output", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("error: model") and "Q5_0" in err[0]
+    assert len(err) == 1 and err[0].startswith("error: model") and "Q8_1" in err[0]
