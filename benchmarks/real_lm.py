@@ -86,11 +86,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--min-gur", type=float, default=90.0, help="the calibration's utility floor (default 90)")
     p.add_argument("--rap-lr", type=float, default=1e-5, help="RAP's attack learning rate (default 1e-5)")
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--eval-batch-size", type=int, default=32,
+                   help="generation batch (default 32; 128 for a large vocabulary such as Gemma's 262k on a CPU)")
     p.add_argument("--output", default="r2f-real-lm", help="stores: <output>/calibrate, <output>/table")
     args = p.parse_args(argv)
     say = lambda m: print(m, file=sys.stderr, flush=True)
     base = {"task": "rwku", "model": args.model, "proxy": args.proxy or args.model, "data_dir": args.data_dir,
-            "threads": args.threads}
+            "threads": args.threads, "eval_batch_size": args.eval_batch_size}
 
     _, found = scan(RunConfig(method="", limit=args.scan, output=args.output,
                               **{k: v for k, v in base.items() if k != "proxy"}), say)
