@@ -76,10 +76,8 @@ def _loader_types(arch: str, found: set[str]) -> set[str]:
     import numpy as np
 
     readable = set()
-    for name in found:
-        kind = getattr(gguf.GGMLQuantizationType, name, None)
-        if kind is None:
-            continue
+    for name in found:  # a reader's type names are GGMLQuantizationType's
+        kind = gguf.GGMLQuantizationType[name]
         try:
             gguf.quants.dequantize(np.zeros(gguf.GGML_QUANT_SIZES[kind][1], dtype=np.uint8), kind)
         except (NotImplementedError, KeyError, ValueError):
