@@ -9,7 +9,8 @@ every probe set (cached afterwards), identity alignment's reference and its comp
 the edited model, and RAP's relearning attack and control. Each phase here runs once, as
 the run runs it (:class:`~r2f_bench.engine.evaluate.Evaluator`), with an empty cache, and
 reports wall seconds, requests, the tokens the model's forward passes processed (padding
-included) and the peak resident memory.
+included) and the peak resident memory; then the identity alignment measured and the size of
+its reference on disk.
 
 The floor: a token through a causal LM costs about 2 FLOPs per parameter, so a phase's
 tokens × 2 × parameters at this machine's float32 GEMM rate (a ``torch.matmul`` of the
@@ -72,6 +73,12 @@ class Tokens:
 
 def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def disk_mb(path: Path) -> float:
+    """MB a cache entry takes on disk (a file, or a folder's files)."""
+    files = [path] if path.is_file() else [f for f in path.rglob("*") if f.is_file()]
+    return sum(f.stat().st_size for f in files) / 2**20
 
 
 def phase(name: str, tokens: Tokens, flops_per_token: float, rate: float, requests: int,
@@ -141,21 +148,25 @@ def main(argv: list[str] | None = None) -> int:
         prompts = len(run.bench.general_prompts)
         request = run.request(target)
         planned = run.attacks.prepare(target, request)  # the run's attacks (default: RAP alone)
+        score: dict[str, float] = {}
         rows = [phase("untouched evaluation", tokens, flops, rate, probes, lambda: ev.scores(m, target)),
                 phase("alignment reference", tokens, flops, rate, prompts, ev.reference)]
         model = run.weights.edited()
         edit = run.method.unlearn(model, request, run.ctx)
         rows += [phase("edited evaluation", tokens, flops, rate, probes, lambda: ev.scores(edit.model, target)),
-                 phase("identity alignment", tokens, flops, rate, prompts, lambda: ev.alignment(edit.model)),
+                 phase("identity alignment", tokens, flops, rate, prompts,
+                       lambda: score.setdefault("identity_alignment", ev.alignment(edit.model))),
                  phase("attacks + re-test", tokens, flops, rate, forget * len(planned),
                        lambda: run.attacks.after(edit.model, target, planned))]
         run.weights.to_start()
+        reference_mb = disk_mb(ev.reference().path)
     total = {k: sum(r[k] for r in rows) for k in ("seconds", "tokens", "floor_seconds")}
     result = {"model": run.model_label, "parameters": params, "gemm_gflops": rate / 1e9, "threads": args.threads,
-              "target": target.id, "load_seconds": load, "phases": rows,
+              "target": target.id, "load_seconds": load, "phases": rows, **score, "reference_mb": reference_mb,
               "total": {**total, "x_floor": total["seconds"] / total["floor_seconds"], "peak_rss_mb": peak_rss_mb()}}
     print(f"  {'all phases':<22} {total['seconds']:8.1f} s  floor {total['floor_seconds']:.1f} s  "
-          f"x{result['total']['x_floor']:.1f}", file=sys.stderr)
+          f"x{result['total']['x_floor']:.1f}; identity alignment {score['identity_alignment']:.6f}, its reference "
+          f"{reference_mb:.0f} MB on disk", file=sys.stderr)
     if args.json:
         print(json.dumps(result))
     return 0

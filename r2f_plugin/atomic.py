@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import itertools
 import os
 import shutil
 import tempfile
@@ -84,8 +85,12 @@ def write_fully(path: Path, data: bytes) -> None:
 def set_aside(path: Path, why: str, progress: Callable[[str], None]) -> None:
     """Move a cache entry that failed to load out of the way (``<name>.corrupt-<time>``),
     saying so once, so that it is rebuilt and never trusted again."""
-    path = Path(path)
-    aside = path.with_name(f"{path.name}.corrupt-{int(time.time())}")
+    path, stamp = Path(path), int(time.time())
+    aside = path.with_name(f"{path.name}.corrupt-{stamp}")
+    for n in itertools.count(2):  # a folder cannot replace one set aside in the same second
+        if not aside.exists():
+            break
+        aside = path.with_name(f"{path.name}.corrupt-{stamp}-{n}")
     try:
         os.replace(path, aside)
     except OSError as exc:

@@ -7,19 +7,19 @@ from __future__ import annotations
 import json
 import tempfile
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
-import numpy as np
 import torch
 
-from ..atomic import atomic_path, atomic_write_text, set_aside
+from ..atomic import atomic_write_text
 from ..data import Probe, Target
 from .build import Built
 from .distributed import single_process_eval
 from .evalcache import cached, entry_path, read
 from .lmeval import evaluate_probes
-from .metrics import distributions, identity_alignment, positions
+from .metrics import ALIGNMENT_TAIL, distributions, identity_alignment, positions
 from .config import RunConfig
+from .reference import Reference
 from .scope import Scope
 from .weights import UNTOUCHED, Weights
 
@@ -111,13 +111,14 @@ class Evaluator:
         return {"scores": scores, "extra": extra}
 
     def reference(self) -> "Reference":
-        """The untouched model's next-token distributions on the identity prompts, per batch:
-        a file of the cache keyed by the model and the prompts, written by the first run of
-        this model (before its first edit) and read one batch at a time."""
+        """The untouched model's next-token distributions on the identity prompts, per batch
+        (:mod:`~r2f_bench.engine.reference`): an entry of the cache keyed by the model, the
+        prompts and the share of each distribution kept, written by the first run of this
+        model (before its first edit) and read one batch at a time."""
         if self._reference is None:
             prompts = self.scope.bench.general_prompts
             key = self.model_key()[:-1]  # the prompts are raw text: the chat template plays no part
-            path = entry_path(f"{self.config.task}-reference", [*key, prompts]).with_suffix(".npy")
+            path = entry_path(f"{self.config.task}-reference", [*key, prompts, ALIGNMENT_TAIL]).with_suffix("")
             rows = positions(self.built.tokenizer, prompts)
             vocab = self.weights.model.get_output_embeddings().weight.shape[0]
             self._reference = Reference.read(path, rows, vocab, self.progress)
@@ -129,58 +130,3 @@ class Evaluator:
     def alignment(self, model: torch.nn.Module) -> float:
         """Identity alignment of ``model`` to the untouched model."""
         return identity_alignment(self.reference(), model, self.built.tokenizer, self.scope.bench.general_prompts)
-
-
-class Reference:
-    """Identity alignment's reference on disk: an ``.npy`` array of float32 rows (one per
-    prompt position, a full vocabulary each), read back ``rows`` at a time, one batch per
-    step of the comparison, so it is never held whole (6 GB for SmolLM2 on 500 prompts)."""
-
-    def __init__(self, path: Path, rows: list[int], offset: int, vocab: int) -> None:
-        self.path, self.rows, self.offset, self.vocab = path, rows, offset, vocab
-
-    def __iter__(self) -> Iterator[torch.Tensor]:
-        with self.path.open("rb") as f:
-            f.seek(self.offset)
-            for n in self.rows:
-                yield torch.from_numpy(np.fromfile(f, dtype=np.float32, count=n * self.vocab).reshape(n, self.vocab))
-
-    @classmethod
-    def read(cls, path: Path, rows: list[int], vocab: int, progress: Callable[[str], None]) -> "Reference | None":
-        """The entry at ``path`` (``None``: absent); one that is not a float32 array of
-        ``sum(rows)`` × ``vocab``, or shorter than its header says, is set aside (one line)."""
-        if not path.exists():
-            return None
-        try:
-            with path.open("rb") as f:
-                header = {(1, 0): np.lib.format.read_array_header_1_0,
-                          (2, 0): np.lib.format.read_array_header_2_0}.get(np.lib.format.read_magic(f))
-                if header is None:
-                    raise ValueError("an .npy version this reader does not know")
-                shape, fortran, dtype = header(f)
-                offset = f.tell()
-        except (OSError, ValueError) as exc:
-            set_aside(path, type(exc).__name__, progress)
-            return None
-        expected = (sum(rows), vocab)
-        if shape != expected or fortran or dtype != np.float32 or path.stat().st_size < offset + 4 * sum(rows) * vocab:
-            set_aside(path, f"wrong shape: {shape} {dtype}, not {expected} float32", progress)
-            return None
-        return cls(path, rows, offset, vocab)
-
-    @classmethod
-    def write(cls, path: Path, rows: list[int], batches: Iterator[torch.Tensor]) -> "Reference":
-        """Write ``batches`` (``rows`` of them, in order) to ``path`` atomically, one at a time."""
-        with atomic_path(path) as tmp:
-            array, start = None, 0
-            for n, batch in zip(rows, batches, strict=True):
-                if array is None:
-                    array = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float32, shape=(sum(rows), batch.shape[1]))
-                if len(batch) != n:
-                    raise RuntimeError(f"identity alignment's batch has {len(batch)} positions, {n} expected")
-                array[start:start + n] = batch.cpu().numpy()
-                start += n
-            array.flush()
-            offset, vocab = array.offset, array.shape[1]
-            del array
-        return cls(path, rows, offset, vocab)

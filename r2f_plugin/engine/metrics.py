@@ -35,7 +35,9 @@ definitions, used for every method and task:
   held-out probes it still answers (100: the attack by itself destroys no recall);
 * **identity alignment** (``identity_alignment``, higher means closer to the original):
   mean cosine similarity of the next-token probability vectors of the untouched and
-  unlearned models over every position of a fixed set of general prompts. It is not a
+  unlearned models over every position of a fixed set of general prompts. The untouched
+  model's vectors are kept by their largest entries (:func:`largest`), so each cosine is
+  exact to within :data:`ALIGNMENT_TAIL` below, never above. It is not a
   membership-inference attack: the paper calls it "MIA" (model identity alignment), a
   similarity in App. C but "lower is better" in Table 3; RWKU's MIA is a loss-based
   attack on forget vs retain texts, which this is not. We report the similarity and say so.
@@ -43,6 +45,7 @@ definitions, used for every method and task:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Iterable, Iterator, Sequence
 
@@ -53,6 +56,8 @@ from ..data import Probe
 
 ANSWERED_RECALL = 0.5
 MIN_UTILITY = 5.0  # %: the untouched model's utility score below which GUR (a ratio to it) is n/a
+ALIGNMENT_TAIL = 1e-3  # the share of a reference distribution's L2 norm its dropped entries may hold
+CELLS = 4096  # identity alignment's grid of probabilities: a float64 in [0, 1] shifted right by 50 bits
 
 ANSWERED_NOTE = (f"A probe is answered when the ROUGE-L recall of its reference in the greedy answer is at least "
                  f"{ANSWERED_RECALL} (multiple choice: the correct choice is the most likely); a forget probe its own "
@@ -162,15 +167,57 @@ def distributions(model: torch.nn.Module, tokenizer: Any, prompts: Sequence[str]
         yield F.softmax(model(**enc).logits.float(), dim=-1)[enc["attention_mask"].bool()]
 
 
-def identity_alignment(original: Iterable[torch.Tensor], edited: torch.nn.Module, tokenizer: Any,
+@dataclass(frozen=True)
+class Largest:
+    """A batch of next-token distributions kept by their largest entries: per row the number
+    kept (``counts``) and the L2 norm of the whole row (``norms``); the kept entries'
+    vocabulary ``indices`` and ``values``, flat, row after row."""
+    counts: torch.Tensor  # int64 (rows,)
+    norms: torch.Tensor  # float64 (rows,)
+    indices: torch.Tensor  # int64 (sum of counts,)
+    values: torch.Tensor  # float32 (sum of counts,)
+
+
+def largest(p: torch.Tensor, tail: float = ALIGNMENT_TAIL, chunk: int = 64) -> Largest:
+    """Each row of ``p`` (distributions, one a row) kept by its largest entries: all those
+    above a threshold on a grid of quarter octaves (a float64's exponent and first two bits of
+    mantissa), the highest under which the entries' L2 norm is at most ``tail`` times the
+    row's. No sort: one pass sums each cell's squares (float64), ``chunk`` rows at a time.
+    A real LM's distribution keeps few entries at 10⁻³: SmolLM2 1,758 of 49,152 on average
+    (median 721), Gemma 3 270M 1,120 of 262,144 (median 373); a row whose mass is spread thin
+    keeps more. Kept entries are in vocabulary order."""
+    parts = []
+    for rows in p.float().split(chunk):
+        squares = rows.double()
+        cells = squares.view(torch.int64) >> 50  # grows with the value: 0 is 0, 1.0 is 4092
+        sums = torch.zeros(len(rows), CELLS, dtype=torch.float64, device=rows.device)
+        sums.scatter_add_(1, cells, squares.square_())
+        below = sums.cumsum(-1)  # [c]: the squares of cell c and of every smaller entry
+        at = (cells >= (below <= tail ** 2 * below[:, -1:]).sum(-1, keepdim=True)).nonzero()
+        parts.append((torch.bincount(at[:, 0], minlength=len(rows)), below[:, -1].sqrt(), at[:, 1], rows[at[:, 0], at[:, 1]]))
+    return Largest(*(torch.cat(column) for column in zip(*parts, strict=True)))
+
+
+def cosines(reference: Largest, q: torch.Tensor) -> torch.Tensor:
+    """Per row, the cosine of ``reference``'s distribution with ``q``'s row. The dropped
+    entries' share of the dot product is non-negative and at most ``tail`` times the two
+    norms (Cauchy-Schwarz), so each value is exact to within ``tail`` below, never above."""
+    if len(reference.counts) != len(q):
+        raise RuntimeError(f"identity alignment's reference has {len(reference.counts)} positions, {len(q)} expected")
+    rows = torch.repeat_interleave(torch.arange(len(reference.counts), device=q.device), reference.counts.to(q.device))
+    products = reference.values.to(q.device).double() * q[rows, reference.indices.to(q.device)].double()
+    dots = torch.zeros(len(q), dtype=torch.float64, device=q.device).index_add_(0, rows, products)
+    return dots / (reference.norms.to(q.device) * q.norm(dim=-1).double()).clamp(min=1e-12)
+
+
+def identity_alignment(original: Iterable[Largest], edited: torch.nn.Module, tokenizer: Any,
                        prompts: Sequence[str], batch_size: int = 16) -> float:
     """Identity alignment: mean cosine similarity of the edited model's next-token distributions
-    to the untouched model's (``original``, per batch as :func:`distributions` gives them on
-    the same prompts) over all prompt positions. Batch by batch: neither model's
-    distributions are held whole (a full vocabulary per position: 6 GB for SmolLM2's 49k
-    tokens on 500 prompts)."""
-    sims = [F.cosine_similarity(p.to(q.device), q, dim=-1)
-            for p, q in zip(original, distributions(edited, tokenizer, prompts, batch_size), strict=True)]
+    to the untouched model's (``original``, per batch :func:`largest` of what
+    :func:`distributions` gives on the same prompts) over all prompt positions. Batch by
+    batch: the edited model's distributions are never held whole (a full vocabulary per
+    position: 6 GB for SmolLM2's 49k tokens on 500 prompts)."""
+    sims = [cosines(p, q) for p, q in zip(original, distributions(edited, tokenizer, prompts, batch_size), strict=True)]
     return float(torch.cat(sims).mean())
 
 

@@ -9,6 +9,7 @@ import json
 from types import SimpleNamespace
 
 import pytest
+import numpy as np
 import torch
 
 from r2f_bench.engine import evaluate
@@ -156,12 +157,16 @@ def test_with_no_attack_steps_nothing_is_attacked_evaluated_or_cached(plan, monk
 
 
 def test_identity_alignments_reference_is_the_untouched_models_taken_once_and_cached(plan, monkeypatch):
-    """Taken on the untouched weights, written to the cache, read back batch by batch by
-    the next run of the same model; a damaged file is set aside and taken again."""
+    """Taken on the untouched weights, kept by each distribution's largest entries, written
+    to the cache, read back batch by batch by the next run of the same model; a file cut
+    short, or an index outside the vocabulary, is set aside and the reference taken again."""
+    from r2f_bench.engine import reference
+    from r2f_bench.engine.metrics import largest
+
     ev, _ = evaluator(plan, monkeypatch)
     untouched, taken = bias(ev.weights.model), []
     rows = [3, 2]
-    batches = [torch.arange(12.0).reshape(3, 4), torch.ones(2, 4)]
+    batches = [torch.softmax(10 * torch.arange(12.0).reshape(3, 4), dim=-1), torch.full((2, 4), 0.25)]
     monkeypatch.setattr(evaluate, "positions", lambda tok, prompts: rows)
     monkeypatch.setattr(evaluate, "distributions", lambda model, tok, prompts: taken.append(bias(model)) or iter(batches))
     monkeypatch.setattr(evaluate, "identity_alignment", lambda ref, model, tok, prompts: len(list(ref)))
@@ -169,16 +174,26 @@ def test_identity_alignments_reference_is_the_untouched_models_taken_once_and_ca
     edit(ev)
     assert ev.alignment(ev.weights.model) == 2 and ev.alignment(ev.weights.model) == 2
     assert taken == [untouched]
-    again, _ = evaluator(plan, monkeypatch)
-    again.weights.model.get_output_embeddings = ev.weights.model.get_output_embeddings
-    read = list(again.reference())
-    assert taken == [untouched] and all(torch.equal(a, b) for a, b in zip(read, batches, strict=True))
-    (path,) = ev.reference().path.parent.glob("*-reference-*.npy")
-    path.write_bytes(path.read_bytes()[:-8])  # cut short
-    third, said = evaluator(plan, monkeypatch)[0], []
-    third.progress = said.append
-    third.weights.model.get_output_embeddings = ev.weights.model.get_output_embeddings
-    assert len(list(third.reference())) == 2 and len(taken) == 2 and any("could not be loaded" in m for m in said)
+
+    def again():
+        run, said = evaluator(plan, monkeypatch)[0], []
+        run.progress = said.append
+        run.weights.model.get_output_embeddings = ev.weights.model.get_output_embeddings
+        return list(run.reference()), said
+
+    read, said = again()
+    assert taken == [untouched] and not said
+    for got, batch in zip(read, batches, strict=True):
+        want = largest(batch)
+        assert all(torch.equal(getattr(got, f), getattr(want, f)) for f in ("counts", "norms", "indices", "values"))
+    assert [r.counts.tolist() for r in read] == [[1, 1, 1], [4, 4]]  # peaked rows keep one entry, flat rows all
+    path = ev.reference().path
+    for damage in (lambda: (path / reference.VALUES).write_bytes((path / reference.VALUES).read_bytes()[:-4]),
+                   lambda: (path / reference.INDICES).write_bytes(np.array([7] * 11, dtype=np.int32).tobytes())):
+        damage()
+        read, said = again()
+        assert len(read) == 2 and any("could not be loaded" in m for m in said)
+    assert len(taken) == 3
 
 
 def test_shapes_say_why_an_entry_does_not_fit():
