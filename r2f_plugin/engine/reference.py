@@ -33,7 +33,8 @@ class Reference:
         with (self.path / INDICES).open("rb") as fi, (self.path / VALUES).open("rb") as fv:
             start = 0
             for n in self.rows:
-                counts, total = self.counts[start:start + n], int(self.counts[start:start + n].sum())
+                counts = self.counts[start:start + n]
+                total = int(counts.sum())
                 yield Largest(torch.from_numpy(counts), torch.from_numpy(self.norms[start:start + n]),
                               torch.from_numpy(np.fromfile(fi, dtype=np.int32, count=total)).long(),
                               torch.from_numpy(np.fromfile(fv, dtype=np.float32, count=total)))
@@ -74,9 +75,10 @@ class Reference:
                 for f in (fi, fv):
                     f.flush()
                     os.fsync(f.fileno())
-            np.save(tmp / COUNTS, np.concatenate(counts).astype(np.int64))
-            np.save(tmp / NORMS, np.concatenate(norms).astype(np.float64))
-        return cls(path, rows, np.concatenate(counts).astype(np.int64), np.concatenate(norms).astype(np.float64))
+            all_counts, all_norms = np.concatenate(counts).astype(np.int64), np.concatenate(norms).astype(np.float64)
+            np.save(tmp / COUNTS, all_counts)
+            np.save(tmp / NORMS, all_norms)
+        return cls(path, rows, all_counts, all_norms)
 
 
 def _misfit(path: Path, positions: int, vocab: int, counts: np.ndarray, norms: np.ndarray) -> str | None:
