@@ -46,6 +46,7 @@ import torch  # noqa: E402
 
 from r2f_bench.cost import measure, phases  # noqa: E402
 from r2f_bench.data import ForgetRequest  # noqa: E402
+from r2f_bench.engine.distributed import set_up_cpu  # noqa: E402
 from r2f_bench.engine.embedded import build_tokenizer, teaching_texts  # noqa: E402
 from r2f_bench.plugins import registry  # noqa: E402
 from r2f_bench.progress import set_quiet  # noqa: E402
@@ -215,7 +216,7 @@ def report(args: argparse.Namespace, size: str, n: int, rows: dict[str, dict], v
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
-    torch.set_num_threads(args.threads)
+    set_up_cpu(args.threads, 1)  # the threads, and subnormals flushed, as in a run
     set_quiet(True)  # the table is the output
     names = [i.name for i in registry().listing("method")] if args.methods == "all" else args.methods.split(",")
     names = [r for r in REFERENCES if r in names] + [n for n in names if n not in REFERENCES]

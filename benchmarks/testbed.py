@@ -3,7 +3,8 @@ world generated afresh from ``--world-seed`` (any seed must pass, not only the b
 
     python benchmarks/testbed.py                          # world seed 0, run seeds 0,1, 12 targets
     python benchmarks/testbed.py --world-seed 3 --seeds 0,1,2 --json
-    python benchmarks/testbed.py --model SmolLM2-135M-Instruct.Q4_1.gguf --strengths 3e-6:3e-4:6 --eval-batch-size 256
+    python benchmarks/testbed.py --model SmolLM2-135M-Instruct.Q4_1.gguf --strengths 3e-6:3e-4:6 --eval-batch-size 256 \
+        --teach-epochs 20 --teach-lr 1e-4      # a pretrained model on a schedule (an example: choose it with benchmarks/teach_schedule.py)
 
 ``--json`` prints one object: ``a1_never_taught_qa``, ``a2_never_taught_template``,
 ``a3_usr_at_gur95``, ``a4_margin_at_gur90`` (percentages: a number or
@@ -50,23 +51,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--strengths", default=None, metavar="LO:HI:N | X,Y,...",
                         help="gradient ascent's learning rates: N log-spaced from LO to HI, or a list (default: its "
                              "declared range, set for the embedded models, in 8 points)")
+    parser.add_argument("--teach-epochs", type=int, help="a pretrained model's teaching schedule: epochs (default: "
+                                                          "the run's; choose it with benchmarks/teach_schedule.py)")
+    parser.add_argument("--teach-lr", type=float, help="... and its peak learning rate")
     parser.add_argument("--eval-batch-size", type=int, default=32, help="requests per lm-eval batch (GPU: 256)")
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--json", action="store_true", help="print one JSON object alone on stdout")
+    parser.add_argument("--json", action="store_true", help="print one JSON object alone on stdout (progress: stderr)")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     seeds = [int(s) for s in args.seeds.split(",")]
-    say = (lambda m: print(m, file=sys.stderr)) if not args.json else (lambda m: None)
+    say = lambda m: print(m, file=sys.stderr, flush=True)  # each curve as measured: a cut-off run keeps them
+    schedule = {k: v for k, v in (("teach_epochs", args.teach_epochs), ("teach_lr", args.teach_lr)) if v is not None}
     with tempfile.TemporaryDirectory(prefix="r2f-world-") as tmp:
         world = write(WorldConfig(seed=args.world_seed), Path(tmp) / f"world-{args.world_seed}")
         result = check_world(world, seeds, args.targets, METHOD, "rwku", strengths(args.strengths), progress=say,
                              config={"model": args.model, "output": str(Path(tmp) / "out"), "threads": args.threads,
-                                     "eval_batch_size": args.eval_batch_size,
+                                     "eval_batch_size": args.eval_batch_size, **schedule,
                                      "views": 1})  # gradient ascent reads no paraphrased views: none are made
-    result = {"world_seed": args.world_seed, "seeds": seeds, **result, "passes": passes(result)}
+    result = {"world_seed": args.world_seed, "seeds": seeds, **schedule, **result, "passes": passes(result)}
     if args.json:
         print(json.dumps(result))
     else:
+        if schedule:
+            print(f"teaching schedule: {json.dumps(schedule)}")
         for key in ("a1_never_taught_qa", "a1_never_taught_template_targets", "a2_never_taught_template",
                     "a3_usr_at_gur95", "a4_margin_at_gur90", "a4_name_margin_at_gur90", "a4_control_excess",
                     "a4_control_excess_whole_curve", "gur_unreadable_seeds", "teach_seconds", "passes"):

@@ -97,3 +97,24 @@ def context(tiny, tmp_path):
                    cache_dir=tmp_path, make_views=lambda facts: build_views(facts, 5, Paraphraser()),
                    probe_roles=RWKU().roles_of(bench, bench.dev_targets),
                    proxy=Proxy("tiny-proxy", "tiny-proxy", lambda: (tiny["proxy"], tiny["proxy_tok"])), progress=lambda m: None)
+
+
+@pytest.fixture(scope="session")
+def pretrained(tmp_path_factory):
+    """A stand-in pretrained folder: the demo model's architecture and tokenizer (with a chat
+    template), freshly initialised, so it knows nothing of the knowledge world."""
+    import torch
+
+    from r2f_bench.engine import build
+    from r2f_bench.engine.checkpoint import write_pretrained
+    from r2f_bench.engine.config import RunConfig
+    from r2f_bench.engine.embedded import DEFAULT_MODEL, new_embedded_model
+    from r2f_bench.engine.plan import Plan
+
+    plan = Plan(RunConfig(method="", task="rwku", limit=1), progress=lambda m: None)
+    tok = build.load_model(build.BuildInputs.of(plan), "embedded", DEFAULT_MODEL, torch.device("cpu"))[1]
+    tok.chat_template = ("{% for m in messages %}<|user|> {{ m['content'] }}{% endfor %}"
+                         "{% if add_generation_prompt %} <|bot|>{% endif %}")
+    folder = tmp_path_factory.mktemp("pretrained")
+    write_pretrained(new_embedded_model(DEFAULT_MODEL, tok, run_seed=5), tok, folder)
+    return folder

@@ -141,7 +141,6 @@ def gguf_folder(path: Path, progress: Callable[[str], None] = print) -> Path:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-
     check_gguf(path)
     folder = cache_root() / "models" / f"gguf-{path.stem}-{_key(path)}"
     if (folder / INFO).is_file() and (folder / "model.safetensors").is_file():

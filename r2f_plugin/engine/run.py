@@ -34,7 +34,7 @@ from .attacks import Attacks
 from .budget import Watched, metered
 from .build import BuildInputs, build_models, forget_request
 from .config import RunConfig
-from .distributed import cpu_threads, process_state
+from .distributed import process_state, set_up_cpu
 from .evaluate import Evaluator
 from .checkpoint import write_pretrained
 from .plan import Plan
@@ -88,7 +88,7 @@ class Run:
         state = process_state()
         self.device = state.device
         if self.device.type == "cpu":
-            torch.set_num_threads(cpu_threads(config.threads, state.num_processes))
+            set_up_cpu(config.threads, state.num_processes)
         once: dict[str, float] = {}  # the run's one-time costs, stated in each of its records
         with timed(once, "load"):  # an embedded model is taught here on a cold cache; a proxy loads in setup
             self._built = build_models(BuildInputs.of(self.plan), self.device)

@@ -11,13 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-import torch
-
 from ..data import Target
 from ..task import HELD_OUT
 from .build import BuildInputs, build_models
 from .config import RunConfig
-from .distributed import cpu_threads, process_state
+from .distributed import process_state, set_up_cpu
 from .evaluate import Evaluator
 from .metrics import echo_answerable
 from .plan import Plan
@@ -54,7 +52,7 @@ def scan(config: RunConfig, progress: Callable[[str], None] = print) -> tuple[Pl
     """Every target of ``config``'s selection (a plan with no method) scored by the
     untouched model, most known first (ties in the data's order)."""
     plan = Plan(config, progress)
-    torch.set_num_threads(cpu_threads(plan.config.threads, 1))
+    set_up_cpu(plan.config.threads, 1)
     built = build_models(BuildInputs.of(plan), process_state().device)
     evaluator = Evaluator(plan.scope, built, Weights(built.model, plan.out_dir, "scan"), plan.config, progress)
     found = []

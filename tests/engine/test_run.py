@@ -224,3 +224,21 @@ def test_a_sweep_frees_each_finished_runs_weights_before_the_next_job(tmp_path):
 
     execute(jobs, str(tmp_path), process=(0, 1), progress=progress)
     assert left == [[]] and not list(tmp_path.glob(".weights-*"))
+
+
+def subnormal_survives() -> bool:
+    tiny = torch.tensor([1e-30]) * torch.tensor([1e-10])  # 1e-40: a subnormal float32, or 0 when flushed
+    return float(tiny) != 0.0
+
+
+def test_a_run_on_cpu_flushes_subnormal_floats(tmp_path):
+    """Subnormal floats (a model pushed far by ascent puts them in its softmax) cost x86 cores many
+    times over: a run on CPU flushes them to zero, on the thread count it chose."""
+    torch.set_flush_denormal(False)
+    try:
+        assert subnormal_survives()
+        Run(RunConfig(method="fullgrad", task="rwku", limit=1, threads=1, output=str(tmp_path), **TINY),
+            progress=lambda m: None).prepare()
+        assert not subnormal_survives() and torch.get_num_threads() == 1
+    finally:
+        torch.set_flush_denormal(False)

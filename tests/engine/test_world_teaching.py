@@ -12,25 +12,10 @@ from safetensors.torch import save_file
 
 from r2f_bench.engine import build, world_teaching
 from r2f_bench.engine.config import RunConfig
-from r2f_bench.engine.embedded import DEFAULT_MODEL, new_embedded_model
-from r2f_bench.engine.checkpoint import write_pretrained
+from r2f_bench.engine.embedded import DEFAULT_MODEL
 from r2f_bench.engine.plan import Plan
 
-TEMPLATE = ("{% for m in messages %}<|user|> {{ m['content'] }}{% endfor %}"
-            "{% if add_generation_prompt %} <|bot|>{% endif %}")
 CPU = torch.device("cpu")
-
-
-@pytest.fixture(scope="module")
-def pretrained(tmp_path_factory):
-    """A stand-in pretrained folder: the demo model's architecture and tokenizer (with a chat
-    template), freshly initialised, so it knows nothing of the world."""
-    tok = build.load_model(build.BuildInputs.of(Plan(RunConfig(method="", task="rwku", limit=1), progress=lambda m: None)),
-                            "embedded", DEFAULT_MODEL, CPU)[1]
-    tok.chat_template = TEMPLATE
-    folder = tmp_path_factory.mktemp("pretrained")
-    write_pretrained(new_embedded_model(DEFAULT_MODEL, tok, run_seed=5), tok, folder)
-    return folder
 
 
 def plan(folder, out, said: list[str] | None = None, method: str = "fullgrad", **kw) -> Plan:

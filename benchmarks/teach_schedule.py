@@ -1,0 +1,99 @@
+"""Choose the schedule a pretrained model is taught the knowledge world on, before anything is scored.
+
+    python benchmarks/teach_schedule.py --model SmolLM2-135M-Instruct.Q4_1.gguf --schedules 5x5e-5,10x1e-4,20x1e-4
+    python benchmarks/testbed.py --model SmolLM2-135M-Instruct.Q4_1.gguf --teach-epochs 20 --teach-lr 1e-4
+
+Each schedule (``EPOCHSxLR``) teaches the model the world of ``--world-seed`` (cached like any
+run's taught model, so the acceptance checks that follow read the chosen one back) and is judged
+on what the taught model answers of the world's *check* questions (a seeded sample of up to
+200): bystanders' questions in a taught template (people whose biographies are taught and none
+of their questions). The schedule that answers most of them is chosen (ties: the fewer steps).
+No target's probe is read, so the choice does not tune toward what USR scores. Bystanders are
+also the targets' neighbours and the utility set's people, asked in other wordings: a schedule
+that teaches the world better raises what Locality and GUR start from, the same for every
+method (both are ratios to the untouched taught model).
+Schedules can be spread over processes (``--schedules`` split by hand), one per GPU or several
+to a card: each writes its own cache entry.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+os.environ.setdefault("TQDM_DISABLE", "1")
+
+from r2f_bench.engine.config import RunConfig  # noqa: E402
+from r2f_bench.engine.run import Run  # noqa: E402
+from r2f_bench.tasks.rwku.world import WorldConfig, write  # noqa: E402
+
+METHOD = "grad_ascent"  # the run is only built (its model taught), never run: a method without setup or views
+
+
+def schedules(spec: str) -> list[tuple[int, float]]:
+    """``EPOCHSxLR,...`` as (epochs, learning rate) pairs."""
+    out = []
+    for item in spec.split(","):
+        epochs, _, lr = item.strip().partition("x")
+        try:
+            epochs_lr = int(epochs), float(lr)
+        except ValueError:
+            epochs_lr = (0, 0.0)
+        if min(epochs_lr) <= 0:
+            raise SystemExit(f"--schedules: {item!r} is not EPOCHSxLR with both positive (say 10x1e-4)")
+        out.append(epochs_lr)
+    return out
+
+
+def taught(world: Path, model: str, epochs: int, lr: float, seed: int, args: argparse.Namespace, say) -> dict:
+    """What ``model`` taught ``world`` on ``epochs`` passes at peak ``lr`` answers, and how long teaching took."""
+    run = Run(RunConfig(method=METHOD, task="rwku", data_dir=str(world), model=model, limit=1, views=1, seed=seed,
+                        teach_epochs=epochs, teach_lr=lr, threads=args.threads, output=str(world.parent / "out")),
+              progress=say)
+    run.prepare()
+    info = run.model_info
+    return {"epochs": epochs, "lr": lr, "seed": seed, "steps": info["steps"], "teach_seconds": info["teach_seconds"],
+            "taught_answered": info["taught_answered"], "check_answered": info["never_taught_answered"],
+            "check_items": info["check_items"]}
+
+
+def choose(rows: list[dict]) -> dict:
+    """The schedule whose taught model answers most check questions; ties go to the fewer steps."""
+    return max(rows, key=lambda r: (r["check_answered"], -r["steps"]))
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", required=True, help="the pretrained LM (GGUF file, folder or hub name)")
+    p.add_argument("--schedules", default="5x5e-5,10x1e-4,20x1e-4,20x3e-4",
+                   help="EPOCHSxLR,... (default: TOFU's 5 epochs at 5e-5, then longer and stronger)")
+    p.add_argument("--world-seed", type=int, default=0, help="the world's generator seed")
+    p.add_argument("--seed", type=int, default=0, help="the run seed (each is its own taught model)")
+    p.add_argument("--threads", type=int, default=1, help="CPU threads (teaching itself runs on one)")
+    p.add_argument("--json", action="store_true", help="print one JSON object alone on stdout (progress: stderr)")
+    args = p.parse_args(argv)
+    grid = schedules(args.schedules)
+    say = lambda m: print(m, file=sys.stderr, flush=True)
+    with tempfile.TemporaryDirectory(prefix="r2f-world-") as tmp:
+        world = write(WorldConfig(seed=args.world_seed), Path(tmp) / f"world-{args.world_seed}")
+        rows = [taught(world, args.model, e, lr, args.seed, args, say) for e, lr in grid]
+    pick = choose(rows)
+    if args.json:
+        print(json.dumps({"world_seed": args.world_seed, "schedules": rows, "chosen": pick}))
+        return 0
+    print("| epochs | peak lr | steps | teaching s | taught answered % | check answered % (n) |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        print(f"| {r['epochs']} | {r['lr']:g} | {r['steps']} | {r['teach_seconds']:.0f} | {r['taught_answered']:.1f} "
+              f"| {r['check_answered']:.1f} ({r['check_items']}) |")
+    print(f"chosen: --teach-epochs {pick['epochs']} --teach-lr {pick['lr']!r} (check questions answered "
+          f"{pick['check_answered']:.1f}%; A1 asks >= 50% of the targets' never-taught questions)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

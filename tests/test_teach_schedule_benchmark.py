@@ -1,0 +1,80 @@
+"""benchmarks/teach_schedule.py: each schedule really teaches the pretrained model the world (its
+own cache entry, read back by a run on the chosen schedule), the choice is made on the check
+questions alone, and a malformed schedule is one line."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+from safetensors.torch import load_file
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def script(name: str = "teach_schedule"):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_each_schedule_is_taught_and_the_chosen_one_is_read_back(pretrained, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("R2F_BENCH_CACHE", str(tmp_path / "cache"))
+    teach = script()
+    assert teach.main(["--model", str(pretrained), "--schedules", "1x1e-4,2x3e-3", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    weak, strong = result["schedules"]
+    assert (weak["epochs"], weak["lr"], strong["epochs"], strong["lr"]) == (1, 1e-4, 2, 3e-3)
+    assert strong["steps"] == 2 * weak["steps"] > 0 and weak["check_items"] > 0
+    assert result["chosen"] == max(result["schedules"], key=lambda r: r["check_answered"])
+    infos = {e: json.loads((e / "r2f_info.json").read_text()) for e in (tmp_path / "cache" / "models").glob("taught-*")}
+    assert sorted((i["epochs"], i["never_taught_answered"], i["taught_answered"]) for i in infos.values()) == [
+        (r["epochs"], r["check_answered"], r["taught_answered"]) for r in (weak, strong)]  # what the taught model answered
+    entries = {i["epochs"]: load_file(str(e / "model.safetensors")) for e, i in infos.items()}
+    untouched = load_file(str(pretrained / "model.safetensors"))
+    moved = {e: sum(float((w[k] - untouched[k]).norm()) for k in w.keys() & untouched.keys()) for e, w in entries.items()}
+    assert sorted(moved) == [1, 2] and moved[2] > moved[1] > 0  # each schedule taught, the stronger further
+
+    from r2f_bench.engine.run import Run
+    from r2f_bench.engine.config import RunConfig
+    from r2f_bench.tasks.rwku.world import WorldConfig, write
+
+    said: list[str] = []
+    world = write(WorldConfig(seed=0), tmp_path / "world")
+    Run(RunConfig(method="grad_ascent", task="rwku", data_dir=str(world), model=str(pretrained), limit=1, views=1,
+                  teach_epochs=2, teach_lr=3e-3, output=str(tmp_path / "out")), progress=said.append).prepare()
+    assert any(m.startswith("model taught the knowledge world: loaded from cache") for m in said)
+    assert not any(m.startswith("teaching the knowledge world") for m in said)
+
+
+def test_the_choice_is_the_most_check_questions_answered_then_the_fewest_steps():
+    rows = [{"check_answered": 40.0, "steps": 50}, {"check_answered": 60.0, "steps": 200},
+            {"check_answered": 60.0, "steps": 100}, {"check_answered": 10.0, "steps": 10}]
+    assert script().choose(rows) is rows[2]
+
+
+@pytest.mark.parametrize("bad", ["10e-4", "0x1e-4", "5x-1e-4", "fivex1e-4"])
+def test_a_malformed_schedule_is_one_line_naming_it(bad):
+    with pytest.raises(SystemExit, match=rf"--schedules: '{bad}' is not EPOCHSxLR with both positive"):
+        script().main(["--model", "x", "--schedules", f"5x5e-5,{bad}"])
+
+
+def test_the_acceptance_checks_run_on_the_schedule_given(monkeypatch, capsys):
+    """benchmarks/testbed.py hands --teach-epochs and --teach-lr to every run it makes (the
+    taught model's key), and states them; without them it leaves the run's default."""
+    testbed, seen = script("testbed"), []
+
+    def check_world(world, seeds, targets, method, task, strengths, progress, config):
+        seen.append(config)
+        return {"teach_seconds": [1.0]}
+
+    monkeypatch.setattr(testbed, "check_world", check_world)
+    monkeypatch.setattr(testbed, "passes", lambda result: {"A1": False})
+    assert testbed.main(["--model", "m", "--teach-epochs", "20", "--teach-lr", "1e-4", "--json"]) == 1
+    assert (seen[0]["teach_epochs"], seen[0]["teach_lr"]) == (20, 1e-4)
+    assert json.loads(capsys.readouterr().out)["teach_epochs"] == 20
+    testbed.main(["--model", "m", "--json"])
+    assert "teach_epochs" not in seen[1] and "teach_lr" not in seen[1]
