@@ -11,9 +11,10 @@ cut short leaves whole rows):
    forget probes the untouched model knows (echo-answerable ones never count);
 2. **calibrate** each method on the ``--calibrate`` best-known targets after the table's:
    its strength knob at the grid of :data:`GRIDS` (stated here, sized for a pretrained
-   135M model, not the demo's defaults), from the weakest up until the mean GUR falls
-   below ``--min-gur``, without RAP; per method, the strongest setting whose mean GUR
-   stays at or above it (none does: the weakest);
+   135M model, not the demo's defaults) and up to ``--extend`` values past its top, from
+   the weakest up until the mean GUR falls below ``--min-gur``, without RAP; per method,
+   the strongest setting whose mean GUR stays at or above it (none does: the weakest;
+   all do: the strongest tried, stated as not calibrated);
 3. **table**: each method at its chosen setting on the ``--targets`` best-known targets,
    with RAP's attack at ``--rap-lr``; then ``r2f-bench table`` prints it with n per cell.
 
@@ -27,6 +28,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 os.environ.setdefault("TQDM_DISABLE", "1")
@@ -53,23 +55,46 @@ def mean_gur(records: list[dict]) -> float | None:
     return sum(gurs) / len(gurs) if gurs else None
 
 
-def calibrate(method: str, targets: list[str], base: dict, args: argparse.Namespace, say) -> dict[str, str]:
-    """``method``'s parameters for the table: its knob from the weakest value of :data:`GRIDS`
-    up, until the mean GUR on ``targets`` falls below ``--min-gur``; the strongest value
-    above it (none: the weakest), with the fixed parameters."""
-    knob, values, fixed = GRIDS[method]
+def settings(values: list[float], extend: int) -> Iterator[float]:
+    """The grid from weak to strong, then up to ``extend`` values past its top at its last ratio
+    (three significant digits): a method whose utility outlasts the grid is pushed on, not capped."""
+    yield from values
+    value, ratio = values[-1], values[-1] / values[-2]
+    for _ in range(extend):
+        value = float(f"{value * ratio:.3g}")
+        yield value
+
+
+def choose(values: list[float], extend: int, floor: float,
+           measure: Callable[[float], float | None]) -> tuple[list[tuple[float, float | None]], float, bool]:
+    """Measured (value, mean GUR) pairs from the weakest setting up until GUR falls below ``floor``
+    (unreadable counts as below), the strongest setting at or above it (none: the weakest), and
+    whether the floor was reached: if not, the pick is the strongest tried, not a calibration."""
     rows: list[tuple[float, float | None]] = []
-    for value in values:
+    for value in settings(values, extend):
+        rows.append((value, measure(value)))
+        if rows[-1][1] is None or rows[-1][1] < floor:
+            break  # GUR falls as the knob grows: a stronger setting would be below the floor too
+    fine = [v for v, g in rows if g is not None and g >= floor]
+    return rows, max(fine) if fine else values[0], len(fine) < len(rows)
+
+
+def calibrate(method: str, targets: list[str], base: dict, args: argparse.Namespace, say) -> dict[str, str]:
+    """``method``'s parameters for the table: its knob chosen by :func:`choose` on ``targets``
+    over :data:`GRIDS` and ``--extend`` values past it, with the fixed parameters."""
+    knob, values, fixed = GRIDS[method]
+
+    def measure(value: float) -> float | None:
         config = RunConfig(method=method, targets=targets, params={**fixed, knob: f"{value:g}"}, rap_steps=0,
                            output=str(Path(args.output) / "calibrate"), **base)
         keys = execute([Job(config.to_dict())], config.output, process=(0, 1), progress=say).keys
-        rows.append((value, mean_gur([r for r in map(Store(config.output).get, keys) if r])))
-        if rows[-1][1] is None or rows[-1][1] < args.min_gur:
-            break  # GUR falls as the knob grows: a stronger setting would be below the floor too
-    fine = [v for v, g in rows if g is not None and g >= args.min_gur]
-    pick = max(fine) if fine else values[0]
+        return mean_gur([r for r in map(Store(config.output).get, keys) if r])
+
+    rows, pick, reached = choose(values, args.extend, args.min_gur, measure)
     say(f"calibrated {method}: {knob} " + ", ".join(f"{v:g} -> GUR {g if g is None else round(g, 1)}" for v, g in rows)
-        + f"; chosen {pick:g}")
+        + f"; chosen {pick:g}" + ("" if reached else f" (GUR stayed at or above {args.min_gur:g} up to the strongest "
+                                                      f"setting tried: not calibrated; raise --extend)")
+        + ("" if any(g is not None and g >= args.min_gur for _, g in rows) else " (even the weakest is below the floor)"))
     return {**fixed, knob: f"{pick:g}"}
 
 
@@ -84,12 +109,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--calibrate", type=int, default=1, help="targets the strengths are chosen on (default 1)")
     p.add_argument("--methods", default=",".join(GRIDS), help="comma-separated methods of GRIDS")
     p.add_argument("--min-gur", type=float, default=90.0, help="the calibration's utility floor (default 90)")
+    p.add_argument("--extend", type=int, default=3,
+                   help="settings tried past a grid's top, at its last ratio, while GUR stays above the floor (default 3)")
     p.add_argument("--rap-lr", type=float, default=1e-5, help="RAP's attack learning rate (default 1e-5)")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--eval-batch-size", type=int, default=32,
                    help="generation batch (default 32; 128 for a large vocabulary such as Gemma's 262k on a CPU)")
     p.add_argument("--output", default="r2f-real-lm", help="stores: <output>/calibrate, <output>/table")
     args = p.parse_args(argv)
+    if args.extend < 0:
+        raise SystemExit(f"--extend: {args.extend} is below 0 (0 keeps each method to its grid)")
     say = lambda m: print(m, file=sys.stderr, flush=True)
     base = {"task": "rwku", "model": args.model, "proxy": args.proxy or args.model, "data_dir": args.data_dir,
             "threads": args.threads, "eval_batch_size": args.eval_batch_size}

@@ -1,21 +1,73 @@
-"""benchmarks/real_lm.py end to end on the demo model and world (a smoke test of the
-script: scan, calibration from the weakest setting up, the table)."""
+"""benchmarks/real_lm.py: the calibration's choice rule, and the script end to end on the demo
+model and world (a smoke test: scan, calibration from the weakest setting up, the table)."""
 
 from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_the_script_scans_calibrates_and_tabulates(tmp_path, capsys):
+@pytest.fixture(scope="module")
+def real_lm():
     spec = importlib.util.spec_from_file_location("real_lm", ROOT / "benchmarks" / "real_lm.py")
-    real_lm = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(real_lm)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def falling(at: dict[float, float | None]):
+    """A measure that records what it was asked and reads GUR from ``at``."""
+    asked: list[float] = []
+
+    def measure(value: float) -> float | None:
+        asked.append(value)
+        return at[value]
+    return measure, asked
+
+
+def test_calibration_stops_at_the_first_setting_below_the_floor(real_lm):
+    measure, asked = falling({1e-5: 98.0, 3e-5: 91.0, 1e-4: 40.0})
+    rows, pick, reached = real_lm.choose([1e-5, 3e-5, 1e-4], 3, 90.0, measure)
+    assert (pick, reached, asked) == (3e-5, True, [1e-5, 3e-5, 1e-4]) and rows[-1] == (1e-4, 40.0)
+
+
+def test_a_method_whose_utility_outlasts_the_grid_is_pushed_past_its_top(real_lm):
+    """The grid's top kept GUR above the floor: the next values continue its ratio (x2 here)
+    until one falls below, and the one before it is chosen, not the grid's top."""
+    measure, asked = falling({2e-4: 103.0, 4e-4: 101.0, 8e-4: 102.0, 1.6e-3: 97.0, 3.2e-3: 70.0})
+    _, pick, reached = real_lm.choose([2e-4, 4e-4, 8e-4], 3, 90.0, measure)
+    assert asked == [2e-4, 4e-4, 8e-4, 1.6e-3, 3.2e-3] and (pick, reached) == (1.6e-3, True)
+
+
+def test_a_floor_never_reached_is_said_so(real_lm):
+    measure, asked = falling({1.0: 99.0, 3.0: 99.0, 10.0: 99.0, 33.3: 99.0, 111.0: 99.0})
+    _, pick, reached = real_lm.choose([1.0, 3.0, 10.0], 2, 90.0, measure)
+    assert asked == [1.0, 3.0, 10.0, 33.3, 111.0] and (pick, reached) == (111.0, False)
+
+
+@pytest.mark.parametrize("first", [50.0, None])
+def test_a_weakest_setting_below_the_floor_or_unreadable_is_the_pick_and_ends_the_search(real_lm, first):
+    measure, asked = falling({1e-5: first, 3e-5: 99.0})
+    _, pick, reached = real_lm.choose([1e-5, 3e-5, 1e-4], 3, 90.0, measure)
+    assert (asked, pick, reached) == ([1e-5], 1e-5, True)
+
+
+def test_a_negative_extension_gets_one_line_before_anything_runs(real_lm, tmp_path):
+    with pytest.raises(SystemExit, match=r"^--extend: -1 is below 0 \(0 keeps each method to its grid\)$"):
+        real_lm.main(["--extend", "-1", "--output", str(tmp_path)])
+    assert not any(tmp_path.iterdir())
+
+
+def test_the_script_scans_calibrates_and_tabulates(real_lm, tmp_path, capsys):
     assert real_lm.main(["--scan", "3", "--targets", "1", "--calibrate", "1", "--methods", "fullgrad",
-                         "--threads", "1", "--output", str(tmp_path)]) == 0
+                         "--extend", "1", "--threads", "1", "--output", str(tmp_path)]) == 0
     out, err = capsys.readouterr()
     assert "table targets: " in err and "calibrated fullgrad: step 0.0002 -> GUR " in err
+    # the demo model's utility outlasts this grid, sized for a pretrained LM: pushed on, then said so
+    assert "0.0016 -> GUR " in err and "chosen 0.0016 (GUR stayed at or above 90" in err
     assert "chosen settings: fullgrad step=" in out and "| fullgrad |" in out and "R2F's proxy" not in out
     assert len(list((tmp_path / "table" / "jobs").glob("*.json"))) == 1
