@@ -28,7 +28,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 os.environ.setdefault("TQDM_DISABLE", "1")
@@ -38,6 +38,7 @@ from r2f_bench.engine.config import RunConfig  # noqa: E402
 from r2f_bench.engine.scan import scan  # noqa: E402
 from r2f_bench.results.store import Store  # noqa: E402
 from r2f_bench.results.sweep import Job, execute  # noqa: E402
+from r2f_bench.unlearner import continued  # noqa: E402
 
 # method -> (strength knob, values from weak to strong, fixed parameters)
 GRIDS: dict[str, tuple[str, list[float], dict[str, str]]] = {
@@ -55,23 +56,13 @@ def mean_gur(records: list[dict]) -> float | None:
     return sum(gurs) / len(gurs) if gurs else None
 
 
-def settings(values: list[float], extend: int) -> Iterator[float]:
-    """The grid from weak to strong, then up to ``extend`` values past its top at its last ratio
-    (three significant digits): a method whose utility outlasts the grid is pushed on, not capped."""
-    yield from values
-    value, ratio = values[-1], values[-1] / values[-2]
-    for _ in range(extend):
-        value = float(f"{value * ratio:.3g}")
-        yield value
-
-
 def choose(values: list[float], extend: int, floor: float,
            measure: Callable[[float], float | None]) -> tuple[list[tuple[float, float | None]], float, bool]:
     """Measured (value, mean GUR) pairs from the weakest setting up until GUR falls below ``floor``
     (unreadable counts as below), the strongest setting at or above it (none: the weakest), and
     whether the floor was reached: if not, the pick is the strongest tried, not a calibration."""
     rows: list[tuple[float, float | None]] = []
-    for value in settings(values, extend):
+    for value in [*values, *continued(values, extend)]:  # past the grid's top: pushed on, not capped
         rows.append((value, measure(value)))
         if rows[-1][1] is None or rows[-1][1] < floor:
             break  # GUR falls as the knob grows: a stronger setting would be below the floor too

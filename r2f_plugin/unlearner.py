@@ -27,7 +27,7 @@ import typing
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, ClassVar
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Sequence
 
 from .data import ForgetRequest, Probe, Target
 from .errors import UserError
@@ -78,6 +78,17 @@ def log_spaced(low: float, high: float, n: int) -> list[float]:
     3 significant digits."""
     ratio = (high / low) ** (1 / (n - 1))
     return [float(f"{low * ratio ** i:.3g}") for i in range(n)]
+
+
+def continued(values: Sequence[float], n: int) -> list[float]:
+    """``n`` values past the last of ``values`` (at least 2, weak to strong) at the ratio of
+    its last two, rounded to 3 significant digits: a search pushed on past its range's top."""
+    value, ratio = values[-1], values[-1] / values[-2]
+    out = []
+    for _ in range(n):
+        value = float(f"{value * ratio:.3g}")
+        out.append(value)
+    return out
 
 
 @dataclass

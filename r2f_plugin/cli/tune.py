@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ..errors import UserError
 from ..results.sweep import comma_list, parse_seeds
 from ..results.tune import DEFAULT_MIN_GUR, parse_grid, plan_searches, run_search
 from .options import (add_json_option, add_methods_option, add_run_options, add_seeds_option, add_task_option,
@@ -13,11 +14,14 @@ from .options import (add_json_option, add_methods_option, add_run_options, add_
 
 def search(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Search every method, print each search's table; the searches as JSON objects."""
+    for option in ("extend", "refine"):
+        if getattr(args, option) < 0:
+            raise UserError(f"--{option}: {getattr(args, option)} is below 0 (0 adds no strengths).")
     searches = plan_searches(comma_list(args.methods), lambda method: run_config(args, method, args.task),
                              parse_grid(args.grid) if args.grid else None, args.points)
     results, progress = [], say(args, once=True)
     for s in searches:
-        tuned = run_search(s, parse_seeds(args.seeds), args.refine, args.min_gur, progress)
+        tuned = run_search(s, parse_seeds(args.seeds), args.extend, args.refine, args.min_gur, progress)
         print(tuned.render(), flush=True)
         results.append(tuned.to_json())
     return results
@@ -26,7 +30,8 @@ def search(args: argparse.Namespace) -> list[dict[str, Any]]:
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser("tune", help="choose a method's hyper-parameters on the dev split",
                               description="Run a method at log-spaced strengths of its knob (or --grid), then more "
-                                          "strengths between the two that cross the GUR floor, on the dev split "
+                                          "strengths between the two that cross the GUR floor (past the knob's top while it "
+                                          "is not crossed), on the dev split "
                                           "(methods fit on one half of the dev targets, the other half is scored; the "
                                           "evaluation targets are never touched) and choose by one rule: the highest USR "
                                           "with GUR >= --min-gur, else the highest GUR.")
@@ -38,6 +43,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="search these values instead of the method's strength knob (repeatable)")
     p.add_argument("--points", type=int, default=8,
                    help="log-spaced strengths of the method's knob to search (default 8)")
+    p.add_argument("--extend", type=int, default=3,
+                   help="strengths tried past the knob's top, at its last ratio, while GUR stays >= --min-gur "
+                        "(default 3; 0: none)")
     p.add_argument("--refine", type=int, default=3,
                    help="extra log-spaced strengths between the two that cross --min-gur (default 3; 0: none)")
     add_seeds_option(p, "the replicates each setting is averaged over")

@@ -1,10 +1,13 @@
 """``r2f-bench tune``: choose a method's hyper-parameters on the dev split.
 
 Every method declares its strength knob (:attr:`r2f_bench.unlearner.Unlearner.strength`).
-``tune`` runs ``--points`` log-spaced strengths of it (default 8), then ``--refine``
-more (default 3) log-spaced between the two neighbouring strengths whose mean GUR
-crosses the floor, so the choice does not hang on where a coarse grid happens to
-cross it; ``--grid NAME=v1,v2`` searches given values instead (a method without a
+``tune`` runs ``--points`` log-spaced strengths of it (default 8); while the strongest
+keeps mean GUR at or above the floor, up to ``--extend`` more past the range's top at its
+last ratio (default 3), so a model that moves less per unit of the knob than the declared
+range expects is not capped at the range's top (a search that never crosses the floor
+says so); then ``--refine`` more (default 3) log-spaced between the two neighbouring
+strengths whose mean GUR crosses the floor, so the choice does not hang on where a
+coarse grid happens to cross it; ``--grid NAME=v1,v2`` searches given values instead (a method without a
 knob and no ``--grid`` runs its defaults alone). Every point runs on the **dev targets**, which are disjoint
 from the evaluation targets and unlearned from the same taught model, through the
 sweep machinery (results stored as they finish; a re-run resumes). It then applies
@@ -32,7 +35,7 @@ from ..engine.config import RunConfig
 from ..errors import UserError
 from ..metric import METRICS
 from ..plugins import registry
-from ..unlearner import log_spaced
+from ..unlearner import continued, log_spaced
 from .job import Job
 from .store import Store
 from .sweep import execute
@@ -134,13 +137,14 @@ class Tuned:
     rows: list[Row]
     best: int
     why: str
+    capped: bool  # GUR never fell below the floor: the strongest setting tried bounds the choice
 
     def render(self) -> str:
         return render(self.search.method, self.search.base.task, self.rows, self.best, self.why)
 
     def to_json(self) -> dict[str, Any]:
         return {"method": self.search.method, "task": self.search.base.task, "rule": self.why,
-                "chosen": self.rows[self.best][0], "rows": [{"params": p, **s} for p, s in self.rows]}
+                "capped": self.capped, "chosen": self.rows[self.best][0], "rows": [{"params": p, **s} for p, s in self.rows]}
 
 
 def plan_searches(methods: Sequence[str], base_of: Callable[[str], RunConfig], grid: dict[str, list[str]] | None,
@@ -163,10 +167,28 @@ def plan_searches(methods: Sequence[str], base_of: Callable[[str], RunConfig], g
     return searches
 
 
-def run_search(search: Search, seeds: Sequence[int], refine: int, min_gur: float,
+def strengths(points: list[dict[str, str]], knob: str, evaluate: Callable[[dict[str, str]], Row], min_gur: float,
+              extend: int, refine: int) -> tuple[list[Row], bool]:
+    """Rows of ``points`` (``knob`` from weak to strong), then up to ``extend`` more past the
+    strongest, at the points' last ratio, while its mean GUR stays at or above ``min_gur``, then
+    ``refine`` between the two that cross it (:func:`refinement`); in strength order, and
+    whether the floor was crossed (if not, the strongest setting tried caps the choice)."""
+    rows = [evaluate(point) for point in points]
+    for value in continued([float(point[knob]) for point in points], extend) if len(points) > 1 else []:
+        if (rows[-1][1]["gur"] or -1.0) < min_gur:
+            break  # GUR falls as the knob grows: a stronger setting would be below the floor too
+        rows.append(evaluate({**points[-1], knob: f"{value:g}"}))
+    crossed = (rows[-1][1]["gur"] or -1.0) < min_gur
+    if refine:
+        rows += [evaluate(point) for point in refinement(rows, knob, min_gur, refine)]
+    return sorted(rows, key=lambda row: float(row[0][knob])), crossed
+
+
+def run_search(search: Search, seeds: Sequence[int], extend: int, refine: int, min_gur: float,
                progress: Callable[[str], None]) -> Tuned:
     """Run ``search``'s points on the dev split for ``seeds`` (stored in ``search.base.output``;
-    a re-run resumes), ``refine`` more between the two that cross ``min_gur``, and choose."""
+    a re-run resumes), up to ``extend`` more past the knob's top while GUR stays at or above
+    ``min_gur``, ``refine`` more between the two that cross it (:func:`strengths`), and choose."""
     store = Store(search.base.output)
 
     def evaluate(point: dict[str, str]) -> Row:
@@ -175,9 +197,12 @@ def run_search(search: Search, seeds: Sequence[int], refine: int, min_gur: float
         keys = execute(jobs, search.base.output, process=(0, 1), progress=progress).keys
         return point, tune_means([r for r in map(store.get, keys) if r is not None])
 
-    rows = [evaluate(point) for point in search.points]
-    if search.knob is not None and refine:
-        rows += [evaluate(point) for point in refinement(rows, search.knob, min_gur, refine)]
-        rows.sort(key=lambda row: float(row[0][search.knob]))
+    if search.knob is None:
+        rows, crossed = [evaluate(point) for point in search.points], True
+    else:
+        rows, crossed = strengths(search.points, search.knob, evaluate, min_gur, extend, refine)
     best, why = choose(rows, min_gur)
-    return Tuned(search, rows, best, why)
+    if not crossed:
+        why += (f"; GUR stayed at or above {min_gur:g} up to the strongest setting tried, so this is the search's "
+                f"top, not a calibration: raise --extend")
+    return Tuned(search, rows, best, why, capped=not crossed)

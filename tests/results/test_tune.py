@@ -5,7 +5,7 @@ import json
 from r2f_bench.cli import main
 from r2f_bench.results.store import Store
 from r2f_bench.results.leaderboard import build_tables
-from r2f_bench.results.tune import choose, grid_points
+from r2f_bench.results.tune import choose, grid_points, strengths
 from r2f_bench.tasks.rwku import SAMPLE_DIR
 
 TINY_ARGS = ["--model", "embedded:mistral-h64-l2", "--proxy", "embedded:mistral-h32-l2", "--views", "3",
@@ -27,8 +27,47 @@ def test_tune_rule_and_command(tmp_path, capsys):
     assert printed.err.count("1 evaluation target, 2 dev targets") == 1
     assert f"Run the choice: `r2f-bench --method fullgrad --task rwku --set step={search['chosen']['step']}`" in printed.err
     assert all(r["targets"] == 1 for r in search["rows"])
+    assert search["capped"] is False  # a given grid is the user's range: never pushed past, never flagged
     assert search["chosen"] in ({"step": "0.005"}, {"step": "0.04"})
     # every dev-split record stays out of the leaderboard
     records = list(Store(tmp_path).records())
     assert records and all(r["config"]["split"] == "dev" for r in records)
     assert build_tables(records) == []
+
+
+def _curve(gur):
+    """A fake search point: USR rises with the knob, GUR follows ``gur``; every call recorded."""
+    calls = []
+
+    def evaluate(point):
+        calls.append(float(point["step"]))
+        return point, {"usr": float(point["step"]), "gur": gur(float(point["step"]))}
+    return evaluate, calls
+
+
+def test_search_goes_past_the_top_while_utility_holds_and_says_when_it_never_crosses():
+    points = [{"step": "1"}, {"step": "2"}, {"step": "4"}]
+    # crosses inside the range: nothing past the top, one refinement between 1 and 2
+    evaluate, calls = _curve(lambda s: 100 - 10 * s)
+    rows, crossed = strengths(points, "step", evaluate, 90, extend=3, refine=1)
+    assert crossed and calls == [1, 2, 4, 1.41] and [float(p["step"]) for p, _ in rows] == [1, 1.41, 2, 4]
+    # utility outlasts the range: pushed on at its ratio (×2) until GUR falls below the floor
+    evaluate, calls = _curve(lambda s: 100 - s)
+    rows, crossed = strengths(points, "step", evaluate, 90, extend=3, refine=1)
+    assert crossed and calls == [1, 2, 4, 8, 16, 11.3]
+    assert rows[choose(rows, 90)[0]][0] == {"step": "8"}  # the old search would have stopped at 4
+    # never crosses: flagged, and the strongest tried is the choice
+    evaluate, calls = _curve(lambda s: 100.0)
+    rows, crossed = strengths(points, "step", evaluate, 90, extend=2, refine=3)
+    assert not crossed and calls == [1, 2, 4, 8, 16] and rows[choose(rows, 90)[0]][0] == {"step": "16"}
+    evaluate, calls = _curve(lambda s: 100.0)
+    assert strengths(points, "step", evaluate, 90, extend=0, refine=3)[1] is False and calls == [1, 2, 4]
+    # an unreadable GUR counts as below the floor
+    evaluate, calls = _curve(lambda s: None)
+    assert strengths(points, "step", evaluate, 90, extend=3, refine=0)[1] and calls == [1, 2, 4]
+
+
+def test_negative_extend_is_one_line(tmp_path, capsys):
+    assert main(["tune", "--method", "fullgrad", "--extend", "-1", "--output", str(tmp_path), *TINY_ARGS]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["error: --extend: -1 is below 0 (0 adds no strengths)."]
