@@ -18,10 +18,10 @@ def search(args: argparse.Namespace) -> list[dict[str, Any]]:
         if getattr(args, option) < 0:
             raise UserError(f"--{option}: {getattr(args, option)} is below 0 (0 adds no strengths).")
     searches = plan_searches(comma_list(args.methods), lambda method: run_config(args, method, args.task),
-                             parse_grid(args.grid) if args.grid else None, args.points)
+                             parse_grid(args.grid) if args.grid else None, args.points, args.extend)
     results, progress = [], say(args, once=True)
     for s in searches:
-        tuned = run_search(s, parse_seeds(args.seeds), args.extend, args.refine, args.min_gur, progress)
+        tuned = run_search(s, parse_seeds(args.seeds), args.refine, args.min_gur, progress)
         print(tuned.render(), flush=True)
         results.append(tuned.to_json())
     return results

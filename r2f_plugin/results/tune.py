@@ -121,12 +121,14 @@ Row = tuple[dict[str, str], dict[str, float | None]]  # a searched point and its
 
 @dataclass(frozen=True)
 class Search:
-    """One method's search: its run configuration, the points to run and the knob to refine along."""
+    """One method's search: its run configuration, the points to run, the knob to refine along
+    and the points past its top, tried while GUR stays above the floor."""
 
     method: str
     base: RunConfig
     points: list[dict[str, str]]
     knob: str | None  # the strength parameter refined between points (None: a given grid, or no knob)
+    beyond: list[dict[str, str]]  # past the knob's top, weak to strong, each one the method accepts
 
 
 @dataclass(frozen=True)
@@ -148,9 +150,10 @@ class Tuned:
 
 
 def plan_searches(methods: Sequence[str], base_of: Callable[[str], RunConfig], grid: dict[str, list[str]] | None,
-                  points: int) -> list[Search]:
+                  points: int, extend: int) -> list[Search]:
     """Every method's search, each point's parameters checked before anything runs: ``grid``
-    where given, else ``points`` strengths of the method's knob, else its defaults alone."""
+    where given, else ``points`` strengths of the method's knob (and up to ``extend`` past its
+    top, at its last ratio, as far as the method accepts them), else its defaults alone."""
     searches = []
     for method in methods:
         cls, base = registry().method(method), base_of(method)
@@ -163,32 +166,40 @@ def plan_searches(methods: Sequence[str], base_of: Callable[[str], RunConfig], g
             chosen = [{}]  # no knob and no --grid: the method's defaults alone
         for point in chosen:
             cls.parse_params({**base.params, **point})  # a bad name or value fails here
-        searches.append(Search(method, base, chosen, knob.param if knob else None))
+        beyond = []
+        if knob is not None and len(chosen) > 1:
+            for value in continued([float(point[knob.param]) for point in chosen], extend):
+                try:
+                    cls.parse_params({**base.params, knob.param: f"{value:g}"})
+                except UserError:
+                    break  # past what the knob allows (a step above 1)
+                beyond.append({knob.param: f"{value:g}"})
+        searches.append(Search(method, base, chosen, knob.param if knob else None, beyond))
     return searches
 
 
-def strengths(points: list[dict[str, str]], knob: str, evaluate: Callable[[dict[str, str]], Row], min_gur: float,
-              extend: int, refine: int) -> tuple[list[Row], bool]:
-    """Rows of ``points`` (``knob`` from weak to strong), then up to ``extend`` more past the
-    strongest, at the points' last ratio, while its mean GUR stays at or above ``min_gur``, then
-    ``refine`` between the two that cross it (:func:`refinement`); in strength order, and
-    whether the floor was crossed (if not, the strongest setting tried caps the choice)."""
+def strengths(points: list[dict[str, str]], beyond: list[dict[str, str]], knob: str,
+              evaluate: Callable[[dict[str, str]], Row], min_gur: float, refine: int) -> tuple[list[Row], bool]:
+    """Rows of ``points`` (``knob`` from weak to strong), then of ``beyond`` (stronger still) while
+    the strongest's mean GUR stays at or above ``min_gur``, then ``refine`` between the two that
+    cross it (:func:`refinement`); in strength order, and whether the floor was crossed (if not,
+    the strongest setting tried caps the choice)."""
     rows = [evaluate(point) for point in points]
-    for value in continued([float(point[knob]) for point in points], extend) if len(points) > 1 else []:
+    for point in beyond:
         if (rows[-1][1]["gur"] or -1.0) < min_gur:
             break  # GUR falls as the knob grows: a stronger setting would be below the floor too
-        rows.append(evaluate({**points[-1], knob: f"{value:g}"}))
+        rows.append(evaluate(point))
     crossed = (rows[-1][1]["gur"] or -1.0) < min_gur
     if refine:
         rows += [evaluate(point) for point in refinement(rows, knob, min_gur, refine)]
     return sorted(rows, key=lambda row: float(row[0][knob])), crossed
 
 
-def run_search(search: Search, seeds: Sequence[int], extend: int, refine: int, min_gur: float,
+def run_search(search: Search, seeds: Sequence[int], refine: int, min_gur: float,
                progress: Callable[[str], None]) -> Tuned:
     """Run ``search``'s points on the dev split for ``seeds`` (stored in ``search.base.output``;
-    a re-run resumes), up to ``extend`` more past the knob's top while GUR stays at or above
-    ``min_gur``, ``refine`` more between the two that cross it (:func:`strengths`), and choose."""
+    a re-run resumes), those past the knob's top while GUR stays at or above ``min_gur``,
+    ``refine`` more between the two that cross it (:func:`strengths`), and choose."""
     store = Store(search.base.output)
 
     def evaluate(point: dict[str, str]) -> Row:
@@ -200,9 +211,9 @@ def run_search(search: Search, seeds: Sequence[int], extend: int, refine: int, m
     if search.knob is None:
         rows, crossed = [evaluate(point) for point in search.points], True
     else:
-        rows, crossed = strengths(search.points, search.knob, evaluate, min_gur, extend, refine)
+        rows, crossed = strengths(search.points, search.beyond, search.knob, evaluate, min_gur, refine)
     best, why = choose(rows, min_gur)
     if not crossed:
         why += (f"; GUR stayed at or above {min_gur:g} up to the strongest setting tried, so this is the search's "
-                f"top, not a calibration: raise --extend")
+                f"top, not a calibration: raise --extend (where the method allows a stronger setting)")
     return Tuned(search, rows, best, why, capped=not crossed)

@@ -5,7 +5,8 @@ import json
 from r2f_bench.cli import main
 from r2f_bench.results.store import Store
 from r2f_bench.results.leaderboard import build_tables
-from r2f_bench.results.tune import choose, grid_points, strengths
+from r2f_bench.engine.config import RunConfig
+from r2f_bench.results.tune import choose, grid_points, plan_searches, strengths
 from r2f_bench.tasks.rwku import SAMPLE_DIR
 
 TINY_ARGS = ["--model", "embedded:mistral-h64-l2", "--proxy", "embedded:mistral-h32-l2", "--views", "3",
@@ -47,24 +48,37 @@ def _curve(gur):
 
 def test_search_goes_past_the_top_while_utility_holds_and_says_when_it_never_crosses():
     points = [{"step": "1"}, {"step": "2"}, {"step": "4"}]
+    beyond = [{"step": "8"}, {"step": "16"}, {"step": "32"}]
     # crosses inside the range: nothing past the top, one refinement between 1 and 2
     evaluate, calls = _curve(lambda s: 100 - 10 * s)
-    rows, crossed = strengths(points, "step", evaluate, 90, extend=3, refine=1)
+    rows, crossed = strengths(points, beyond, "step", evaluate, 90, refine=1)
     assert crossed and calls == [1, 2, 4, 1.41] and [float(p["step"]) for p, _ in rows] == [1, 1.41, 2, 4]
-    # utility outlasts the range: pushed on at its ratio (×2) until GUR falls below the floor
+    # utility outlasts the range: pushed on until GUR falls below the floor, then refined
     evaluate, calls = _curve(lambda s: 100 - s)
-    rows, crossed = strengths(points, "step", evaluate, 90, extend=3, refine=1)
+    rows, crossed = strengths(points, beyond, "step", evaluate, 90, refine=1)
     assert crossed and calls == [1, 2, 4, 8, 16, 11.3]
     assert rows[choose(rows, 90)[0]][0] == {"step": "8"}  # the old search would have stopped at 4
     # never crosses: flagged, and the strongest tried is the choice
     evaluate, calls = _curve(lambda s: 100.0)
-    rows, crossed = strengths(points, "step", evaluate, 90, extend=2, refine=3)
+    rows, crossed = strengths(points, beyond[:2], "step", evaluate, 90, refine=3)
     assert not crossed and calls == [1, 2, 4, 8, 16] and rows[choose(rows, 90)[0]][0] == {"step": "16"}
     evaluate, calls = _curve(lambda s: 100.0)
-    assert strengths(points, "step", evaluate, 90, extend=0, refine=3)[1] is False and calls == [1, 2, 4]
+    assert strengths(points, [], "step", evaluate, 90, refine=3)[1] is False and calls == [1, 2, 4]
     # an unreadable GUR counts as below the floor
     evaluate, calls = _curve(lambda s: None)
-    assert strengths(points, "step", evaluate, 90, extend=3, refine=0)[1] and calls == [1, 2, 4]
+    assert strengths(points, beyond, "step", evaluate, 90, refine=0)[1] and calls == [1, 2, 4]
+
+
+def test_the_points_past_the_top_continue_its_ratio_as_far_as_the_method_allows():
+    base = lambda method: RunConfig(method=method, task="rwku")
+    (search,) = plan_searches(["fullgrad"], base, None, points=8, extend=3)
+    assert search.points[0] == {"step": "0.002"} and search.points[-1] == {"step": "0.2"}
+    # the last two points' ratio, 0.2 / 0.104: 0.385, 0.74, then 1.42, above the step's bound of 1
+    assert search.beyond == [{"step": "0.385"}, {"step": "0.74"}]
+    (search,) = plan_searches(["grad_ascent"], base, None, points=3, extend=2)
+    assert search.beyond == [{"lr": "0.1"}, {"lr": "1"}]
+    (search,) = plan_searches(["fullgrad"], base, {"step": ["0.01", "0.02"]}, points=8, extend=3)
+    assert search.knob is None and search.beyond == []  # a given grid is not extended
 
 
 def test_negative_extend_is_one_line(tmp_path, capsys):
