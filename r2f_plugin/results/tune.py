@@ -63,15 +63,23 @@ def parse_grid(items: list[str]) -> dict[str, list[str]]:
     return space
 
 
-def refinement(rows: Sequence[tuple[dict[str, str], dict[str, float | None]]], param: str, min_gur: float,
-               n: int) -> list[dict[str, str]]:
+Row = tuple[dict[str, str], dict[str, float | None]]  # a searched point and its means (:func:`tune_means`)
+
+
+def score(row: Row, metric: str) -> float:
+    """``row``'s mean ``metric``; unreadable counts as -1, below every real value."""
+    value = row[1][metric]
+    return value if value is not None else -1.0
+
+
+def refinement(rows: Sequence[Row], param: str, min_gur: float, n: int) -> list[dict[str, str]]:
     """``n`` log-spaced strengths strictly between the neighbouring rows (in strength order)
     whose mean GUR crosses ``min_gur``; none if the curve never crosses it."""
     ordered = sorted(rows, key=lambda row: float(row[0][param]))
-    gur = lambda row: row[1]["gur"] if row[1]["gur"] is not None else -1.0
-    for (p0, s0), (p1, s1) in zip(ordered, ordered[1:]):
-        if gur((p0, s0)) >= min_gur > gur((p1, s1)):
-            return [{**p0, param: f"{s:.3g}"} for s in log_spaced(float(p0[param]), float(p1[param]), n + 2)[1:-1]]
+    for weak, strong in zip(ordered, ordered[1:]):
+        if score(weak, "gur") >= min_gur > score(strong, "gur"):
+            low, high = float(weak[0][param]), float(strong[0][param])
+            return [{**weak[0], param: f"{s:.3g}"} for s in log_spaced(low, high, n + 2)[1:-1]]
     return []
 
 
@@ -85,10 +93,9 @@ def tune_means(records: list[dict]) -> dict[str, float | None]:
     return out
 
 
-def choose(rows: list[tuple[dict[str, str], dict[str, float | None]]], min_gur: float) -> tuple[int, str]:
+def choose(rows: list[Row], min_gur: float) -> tuple[int, str]:
     """Index of the chosen row and the reason, by the module's rule."""
-    usr = lambda r: r[1]["usr"] if r[1]["usr"] is not None else -1.0
-    gur = lambda r: r[1]["gur"] if r[1]["gur"] is not None else -1.0
+    usr, gur = (lambda r: score(r, "usr")), (lambda r: score(r, "gur"))
     eligible = [i for i, r in enumerate(rows) if gur(r) >= min_gur]
     if eligible:
         best = max(eligible, key=lambda i: (usr(rows[i]), gur(rows[i])))
@@ -114,9 +121,6 @@ def render(method: str, task: str, rows: list, best: int, why: str) -> str:
     sets = " ".join(f"--set {k}={v}" for k, v in rows[best][0].items())
     lines += ["", f"Run the choice: `r2f-bench --method {method} --task {task}{' ' + sets if sets else ''}`"]
     return "\n".join(lines) + "\n"
-
-
-Row = tuple[dict[str, str], dict[str, float | None]]  # a searched point and its means (:func:`tune_means`)
 
 
 @dataclass(frozen=True)
@@ -186,10 +190,10 @@ def strengths(points: list[dict[str, str]], beyond: list[dict[str, str]], knob: 
     the strongest setting tried caps the choice)."""
     rows = [evaluate(point) for point in points]
     for point in beyond:
-        if (rows[-1][1]["gur"] or -1.0) < min_gur:
+        if score(rows[-1], "gur") < min_gur:
             break  # GUR falls as the knob grows: a stronger setting would be below the floor too
         rows.append(evaluate(point))
-    crossed = (rows[-1][1]["gur"] or -1.0) < min_gur
+    crossed = score(rows[-1], "gur") < min_gur
     if refine:
         rows += [evaluate(point) for point in refinement(rows, knob, min_gur, refine)]
     return sorted(rows, key=lambda row: float(row[0][knob])), crossed
