@@ -47,9 +47,9 @@ GRIDS: dict[str, tuple[str, list[float], dict[str, str]]] = {
     "lora_multi": ("step", [2e-4, 4e-4, 8e-4], {}),
     "grad_ascent": ("lr", [1e-5, 3e-5, 1e-4], {}),
     "npo": ("lr", [1e-5, 3e-5, 1e-4], {}),
-    # RMU's 150 AdamW steps move each weight by about lr a step whatever the loss's scale, so
-    # lr, not the steering coefficient, sets its strength: on SmolLM2 at the authors' lr 5e-5,
-    # steer 1 to 370 all kept GUR at 98-102 (docs/real_lm.md). The steer is RMU's shipped one.
+    # RMU's 150 AdamW steps move each weight by at most about lr a step, whatever the loss's scale:
+    # lr, not the steering coefficient, sets its strength (on SmolLM2 at the authors' lr 5e-5,
+    # steer 1 to 370 all kept GUR at 98-102: docs/real_lm.md). The steer is RMU's shipped one.
     "rmu": ("lr", [5e-5, 1.5e-4, 5e-4], {}),
 }
 
