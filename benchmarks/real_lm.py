@@ -12,9 +12,10 @@ cut short leaves whole rows):
 2. **calibrate** each method on the ``--calibrate`` best-known targets after the table's:
    its strength knob at the grid of :data:`GRIDS` (stated here, sized for a pretrained
    135M model, not the demo's defaults) and up to ``--extend`` values past its top, from
-   the weakest up until the mean GUR falls below ``--min-gur``, without RAP; per method,
-   the strongest setting whose mean GUR stays at or above it (none does: the weakest;
-   all do: the strongest tried, stated as not calibrated);
+   the weakest up until the mean GUR falls below ``--min-gur``, without RAP (when even the
+   weakest is below it, down past the grid's bottom the same way until one is not); per
+   method, the strongest setting whose mean GUR stays at or above it (when the search ends
+   on one side of the floor, the last tried, stated as not calibrated);
 3. **table**: each method at its chosen setting on the ``--targets`` best-known targets,
    with RAP's attack at ``--rap-lr``; then ``r2f-bench table`` prints it with n per cell.
 
@@ -61,16 +62,36 @@ def mean_gur(records: list[dict]) -> float | None:
 
 def choose(values: list[float], extend: int, floor: float,
            measure: Callable[[float], float | None]) -> tuple[list[tuple[float, float | None]], float, bool]:
-    """Measured (value, mean GUR) pairs from the weakest setting up until GUR falls below ``floor``
-    (unreadable counts as below), the strongest setting at or above it (none: the weakest), and
-    whether the floor was reached: if not, the pick is the strongest tried, not a calibration."""
-    rows: list[tuple[float, float | None]] = []
-    for value in [*values, *continued(values, extend)]:  # past the grid's top: pushed on, not capped
+    """Measured (value, mean GUR) pairs, the pick and whether the floor decided it.
+
+    From the weakest setting up while GUR holds at or above ``floor``, on past the grid's top
+    (``extend`` values at its last ratio); when the weakest is already below, down past the
+    grid's bottom (``extend`` values at its first ratio) until one holds. Unreadable GUR ends
+    the search (it says the untouched model's utility is too small, whatever the setting).
+    The pick is the strongest setting that held (none: the weakest tried); the floor decided
+    it when a stronger setting fell below: if not, the pick is where the search ran out."""
+    def holds(gur: float | None) -> bool:
+        return gur is not None and gur >= floor
+
+    rows = [(values[0], measure(values[0]))]
+    up = holds(rows[0][1])  # GUR falls as the knob grows: up while it holds, else down until it does
+    ahead = ([*values[1:], *continued(values, extend)] if up
+             else continued(values[::-1], extend) if rows[0][1] is not None else [])
+    for value in ahead:
         rows.append((value, measure(value)))
-        if rows[-1][1] is None or rows[-1][1] < floor:
-            break  # GUR falls as the knob grows: a stronger setting would be below the floor too
-    fine = [v for v, g in rows if g is not None and g >= floor]
-    return rows, max(fine) if fine else values[0], len(fine) < len(rows)
+        if holds(rows[-1][1]) != up:
+            break
+    fine = [v for v, g in rows if holds(g)]
+    pick = max(fine) if fine else min(v for v, _ in rows)
+    return rows, pick, any(v > pick and not holds(g) for v, g in rows) and bool(fine)
+
+
+def unreached(last: float | None, floor: float) -> str:
+    """Why a search that :func:`choose` says the floor did not decide ended where it did."""
+    if last is None:
+        return "GUR unreadable: not calibrated"
+    side = "at or above {:g} up to the strongest" if last >= floor else "below {:g} down to the weakest"
+    return f"GUR stayed {side.format(floor)} setting tried: not calibrated; raise --extend"
 
 
 def calibrate(method: str, targets: list[str], base: dict, args: argparse.Namespace, say) -> dict[str, str]:
@@ -86,9 +107,7 @@ def calibrate(method: str, targets: list[str], base: dict, args: argparse.Namesp
 
     rows, pick, reached = choose(values, args.extend, args.min_gur, measure)
     say(f"calibrated {method}: {knob} " + ", ".join(f"{v:g} -> GUR {g if g is None else round(g, 1)}" for v, g in rows)
-        + f"; chosen {pick:g}" + ("" if reached else f" (GUR stayed at or above {args.min_gur:g} up to the strongest "
-                                                      f"setting tried: not calibrated; raise --extend)")
-        + ("" if any(g is not None and g >= args.min_gur for _, g in rows) else " (even the weakest is below the floor)"))
+        + f"; chosen {pick:g}" + ("" if reached else f" ({unreached(rows[-1][1], args.min_gur)})"))
     return {**fixed, knob: f"{pick:g}"}
 
 
@@ -104,7 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--methods", default=",".join(GRIDS), help="comma-separated methods of GRIDS")
     p.add_argument("--min-gur", type=float, default=90.0, help="the calibration's utility floor (default 90)")
     p.add_argument("--extend", type=int, default=3,
-                   help="settings tried past a grid's top, at its last ratio, while GUR stays above the floor (default 3)")
+                   help="settings tried past a grid's top while GUR stays above the floor, or past its bottom while "
+                        "it stays below, at the grid's ratio (default 3)")
     p.add_argument("--rap-lr", type=float, default=1e-5, help="RAP's attack learning rate (default 1e-5)")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--eval-batch-size", type=int, default=32,

@@ -81,8 +81,8 @@ def log_spaced(low: float, high: float, n: int) -> list[float]:
 
 
 def continued(values: Sequence[float], n: int) -> list[float]:
-    """``n`` values past the last of ``values`` (at least 2, weak to strong) at the ratio of
-    its last two, rounded to 3 significant digits: a search pushed on past its range's top."""
+    """``n`` values past the last of ``values`` (at least 2, in order) at the ratio of its last
+    two, rounded to 3 significant digits: a search pushed on past its range's end."""
     value, ratio = values[-1], values[-1] / values[-2]
     out = []
     for _ in range(n):

@@ -47,13 +47,28 @@ def test_a_floor_never_reached_is_said_so(real_lm):
     measure, asked = falling({1.0: 99.0, 3.0: 99.0, 10.0: 99.0, 33.3: 99.0, 111.0: 99.0})
     _, pick, reached = real_lm.choose([1.0, 3.0, 10.0], 2, 90.0, measure)
     assert asked == [1.0, 3.0, 10.0, 33.3, 111.0] and (pick, reached) == (111.0, False)
+    assert real_lm.unreached(99.0, 90.0) == ("GUR stayed at or above 90 up to the strongest setting tried: "
+                                             "not calibrated; raise --extend")
 
 
-@pytest.mark.parametrize("first", [50.0, None])
-def test_a_weakest_setting_below_the_floor_or_unreadable_is_the_pick_and_ends_the_search(real_lm, first):
-    measure, asked = falling({1e-5: first, 3e-5: 99.0})
+def test_a_weakest_setting_already_below_the_floor_sends_the_search_down_past_the_grid(real_lm):
+    """The grid's bottom was too strong: weaker values continue its first ratio (/3 here) until
+    one holds, and that one is chosen, not the grid's bottom."""
+    measure, asked = falling({1e-5: 50.0, 3.33e-6: 80.0, 1.11e-6: 95.0, 3.7e-7: 99.0})
     _, pick, reached = real_lm.choose([1e-5, 3e-5, 1e-4], 3, 90.0, measure)
-    assert (asked, pick, reached) == ([1e-5], 1e-5, True)
+    assert asked == [1e-5, 3.33e-6, 1.11e-6] and (pick, reached) == (1.11e-6, True)
+    measure, asked = falling({1e-5: 50.0, 3.33e-6: 80.0, 1.11e-6: 85.0})
+    rows, pick, reached = real_lm.choose([1e-5, 3e-5, 1e-4], 2, 90.0, measure)
+    assert asked == [1e-5, 3.33e-6, 1.11e-6] and (pick, reached) == (1.11e-6, False)
+    assert real_lm.unreached(rows[-1][1], 90.0) == ("GUR stayed below 90 down to the weakest setting tried: "
+                                                    "not calibrated; raise --extend")
+
+
+def test_an_unreadable_utility_ends_the_search_uncalibrated(real_lm):
+    measure, asked = falling({1e-5: None, 3e-5: 99.0})
+    _, pick, reached = real_lm.choose([1e-5, 3e-5, 1e-4], 3, 90.0, measure)
+    assert (asked, pick, reached) == ([1e-5], 1e-5, False)
+    assert real_lm.unreached(None, 90.0) == "GUR unreadable: not calibrated"
 
 
 def test_a_negative_extension_gets_one_line_before_anything_runs(real_lm, tmp_path):
