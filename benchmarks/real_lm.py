@@ -17,7 +17,9 @@ cut short leaves whole rows):
    method, the strongest setting whose mean GUR stays at or above it (when the search ends
    on one side of the floor, the last tried, stated as not calibrated);
 3. **table**: each method at its chosen setting on the ``--targets`` best-known targets,
-   with RAP's attack at ``--rap-lr``; then ``r2f-bench table`` prints it with n per cell.
+   with RAP's attack at ``--rap-lr``; then ``r2f-bench table`` prints it with n per cell,
+   and each method minus FullGrad on the same targets (the paired table; a difference is
+   named only where a sign-flip test over the targets, Holm-corrected, calls it).
 
 R2F needs a proxy for its decoder; ``--proxy`` defaults to the model itself (so the
 decoder maps the model's own LoRA gradients to its full gradient: no smaller model of the

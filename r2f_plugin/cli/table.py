@@ -33,7 +33,7 @@ def tabulate(args: argparse.Namespace) -> dict[str, Any]:
     if not records:
         raise UserError(f"no results in {store.jobs}; run `r2f-bench sweep --output {args.output}` first, or point --output at a results store.")
     records, aside = newest_per_cell(records, args.all_versions)
-    tables = build_tables(records, phases=args.phases, reference=registry().cost_reference())
+    tables = build_tables(records, phases=args.phases, reference=registry().cost_reference(), baseline=args.baseline)
     for t in tables:
         t.note += pooling_note(aside, args.all_versions)
     out_dir = Path(args.out_dir) if args.out_dir else store.root / "tables"
@@ -83,6 +83,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--all-versions", action="store_true",
                    help="pool records of one (target, seed) from different code versions and data revisions "
                         "(default: only the newest counts); said in every caption")
+    p.add_argument("--baseline", default=None,
+                   help="the row the paired table subtracts from every other, a method or a row label (default: the "
+                        "method the cost table states ratios to, where the table has one row of it)")
     p.add_argument("--phases", action="store_true",
                    help="also the phases table: the mean wall seconds of each phase of a target's run (untouched "
                         "scores, unlearn, evaluate, rap, extra, alignment), their sum, the share outside unlearn, and "

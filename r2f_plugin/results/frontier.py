@@ -39,11 +39,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from math import sqrt
-from typing import Hashable, Mapping, Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
-from .stats import BOOTSTRAP_SAMPLES, CONFIDENCE, Stat, percentile_interval, unit_weights
+from .stats import BOOTSTRAP_SAMPLES, Stat, holm, percentile_interval, unit_weights
 
 Unit = tuple[str, int]  # (target, seed)
 Score = tuple[float, float]  # (usr, gur)
@@ -57,7 +57,6 @@ FAILURE_RULE = ("a diverged or failed deletion (or a missing record) stays in it
 AREA_KEY = "auc"  # the area's key in the frontier's JSON and CSV (an output name: kept as it was first written)
 KEYS = tuple(f"usr_at_gur{g:g}" for g in GUR_LEVELS) + (AREA_KEY,)  # the summaries, in table order
 FLOORS = {f"usr_at_gur{g:g}": g for g in GUR_LEVELS}  # a matched-utility summary -> its GUR floor
-ALPHA = 1 - CONFIDENCE  # the family-wise error rate of a table's comparisons (Holm)
 MEASURED, OPEN, RESOLUTION, ROUNDS = "measured", "open", "strength resolution", "round limit"
 
 
@@ -220,12 +219,6 @@ def paired(a: Frontier, b: Frontier) -> dict[str, Stat]:
             for i, k in enumerate(KEYS)}
 
 
-def excludes_zero(stat: Stat) -> bool:
-    """Whether ``stat``'s interval lies wholly on one side of 0 (uncorrected for how many
-    comparisons are made: see :func:`holm`)."""
-    return stat.lo is not None and stat.hi is not None and (stat.lo > 0 or stat.hi < 0)
-
-
 def paired_p(a: Frontier, b: Frontier) -> dict[str, float]:
     """The bootstrap p-value of ``a`` − ``b`` in each summary: twice the share of paired
     draws on the far side of 0 (at most 1), the test whose 95% acceptance region is the
@@ -237,20 +230,6 @@ def paired_p(a: Frontier, b: Frontier) -> dict[str, float]:
         return {k: 1.0 for k in KEYS}
     return {k: float(min(1.0, 2 * min((diff[:, i] <= 0).mean(), (diff[:, i] >= 0).mean())))
             for i, k in enumerate(KEYS)}
-
-
-def holm(p_values: Mapping[Hashable, float], alpha: float = ALPHA) -> dict[Hashable, bool]:
-    """Which of a family of comparisons stay significant at family-wise level ``alpha``
-    (Holm's step-down: the i-th smallest of m p-values against alpha / (m − i), stopping at
-    the first that fails). A table of 15 methods × 3 summaries makes 45 comparisons; at
-    0.05 each, about two would look different by chance alone."""
-    ordered = sorted(p_values, key=lambda k: p_values[k])
-    out = dict.fromkeys(p_values, False)
-    for i, k in enumerate(ordered):
-        if p_values[k] > alpha / (len(ordered) - i):
-            break
-        out[k] = True
-    return out
 
 
 def tiers(frontiers: Sequence[Frontier], key: str) -> list[list[str]]:

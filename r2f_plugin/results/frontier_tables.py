@@ -12,27 +12,21 @@ from typing import Any
 import numpy as np
 
 from ..metric import METRICS
-from .frontier import (ALPHA, AREA_FROM, AREA_KEY, FAILURE_RULE, GUR_LEVELS, KEYS, MEASURED, OPEN, TOLERANCE, Frontier,
-                       excludes_zero, holm, paired, paired_p, tiers)
+from .frontier import (AREA_FROM, AREA_KEY, FAILURE_RULE, GUR_LEVELS, KEYS, MEASURED, OPEN, TOLERANCE, Frontier,
+                       paired, paired_p, tiers)
 from .frontier_run import FrontierResults, Readout
 from .plots import plot_frontier
 from .render import FORMATS, render, stat_json, write_files
-from .stats import Stat, group_stats
+from .stats import ALPHA, MIN_MODELS, Stat, excludes_zero, group_stats, holm, too_few_models
 from .tables import ATTACKS_NOTE, Column, Provenance, Table, attack_fields
 
 TITLES = {**{f"usr_at_gur{g:g}": f"USR @ GUR≥{g:g}" for g in GUR_LEVELS}, AREA_KEY: "Area"}
-MIN_MODELS = 3  # taught models a difference must rest on before a table calls it
 
 
 def withheld(m: FrontierResults) -> str | None:
-    """Why no difference is called (fewer than :data:`MIN_MODELS` taught models behind the
-    intervals: a method × model interaction is then not resampled), or None."""
-    seeds = {s for _, s in m.readout.units}
-    taught = any((k := r.get("knowledge") or {}).get("taught", k.get("embedded")) for r in m.readout.records)
-    if taught and len(seeds) < MIN_MODELS:
-        return (f"only {len(seeds)} taught model(s) (run seeds) behind the intervals, and a method's advantage can "
-                f"change from one taught model to another: no difference is called and no tier formed below "
-                f"{MIN_MODELS} (pass --seeds 0,1,2)")
+    """Why no difference is called (:func:`~.stats.too_few_models`), or None."""
+    if why := too_few_models(m.readout.records, len({s for _, s in m.readout.units})):
+        return f"{why}: no difference is called and no tier formed below {MIN_MODELS} (pass --seeds 0,1,2)"
     return None
 
 

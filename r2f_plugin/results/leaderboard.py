@@ -6,14 +6,22 @@ from collections import defaultdict
 from typing import Sequence
 
 from ..engine.metrics import ANSWERED_NOTE
+from ..errors import UserError
 from .cost_tables import cost_table, phases_table, transfer_tables
+from .paired_table import baseline_row, paired_table
 from .stats import Record
 from .tables import (ALIGNMENT_NOTE, SEEN_NOTE, Table, attacks_table, flag_below_floor, level_table,
-                     metric_table)
+                     method_rows, metric_table)
 
-def build_tables(records: Sequence[Record], phases: bool = False, reference: str | None = None) -> list[Table]:
+SCORES = ("usr", "usr_seen", "gur", "locality", "name_control")  # Table 1's metrics, and the paired table's
+
+
+def build_tables(records: Sequence[Record], phases: bool = False, reference: str | None = None,
+                 baseline: str | None = None) -> list[Table]:
     """Every table the records support, in the paper's order (``phases``: then the
-    :func:`phases_table`; ``reference``: the method the cost table states ratios to).
+    :func:`phases_table`; ``reference``: the method the cost table states ratios to, and the
+    paired table's baseline where it names one row; ``baseline``: that baseline, which must
+    name a row: :class:`UserError` otherwise).
 
     Only evaluation-split records count: dev-split runs (``r2f-bench tune``) choose
     hyper-parameters and never enter a leaderboard."""
@@ -25,10 +33,19 @@ def build_tables(records: Sequence[Record], phases: bool = False, reference: str
     records = [r for r in records if r.get("status", "ok") == "ok"]
     if not records:
         return []
+    labels, _ = method_rows(records)
+    if baseline is not None:
+        baseline_row(labels, baseline)  # a baseline the user named must name a row
+    elif reference is not None:
+        try:
+            baseline = baseline_row(labels, reference)
+        except UserError:
+            pass  # the default baseline names no single row: no paired table
+    pairs = [paired_table(records, SCORES, baseline)] if baseline is not None and len(labels) > 1 else []
     tables = [
-        flag_below_floor(metric_table(records, ("usr", "usr_seen", "gur", "locality", "name_control"), "table1",
-                                      "Unlearning success and utility retention (Table 1)",
+        flag_below_floor(metric_table(records, SCORES, "table1", "Unlearning success and utility retention (Table 1)",
                                       f"{SEEN_NOTE}. {ANSWERED_NOTE}")),
+        *pairs,
         level_table(records),
         metric_table(records, ("rap", "rap_control"), "rap", "Relearning attack (RAP)"),
         *filter(None, [attacks_table(records)]),

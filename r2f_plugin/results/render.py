@@ -21,6 +21,11 @@ AGGREGATION_NOTE = ("Cells: mean [95% bootstrap CI] over targets × seeds, n = r
 NA = "n/a"
 
 
+def cells_note(table: Table) -> str:
+    """What the table's cells are: its own note, or :data:`AGGREGATION_NOTE`."""
+    return table.cells_note or AGGREGATION_NOTE
+
+
 def _num(x: float, digits: int) -> str:
     return f"{x:.{digits}f}"
 
@@ -59,7 +64,7 @@ def to_markdown(table: Table) -> str:
                 continue
             out.append((f"**{mean}**" if i in best[j] else mean) + (f" {ci}" if ci else "") + (f" (n={n})" if n else ""))
         lines.append("| " + " | ".join(out) + " |")
-    lines += [""] + [f"- {line}" for line in [AGGREGATION_NOTE] + table.provenance.lines()]
+    lines += [""] + [f"- {line}" for line in [cells_note(table)] + table.provenance.lines()]
     return "\n".join(lines) + "\n"
 
 
@@ -109,7 +114,7 @@ def to_latex(table: Table) -> str:
             value = rf"\textbf{{{latex_escape(mean)}}}" if i in best[j] else latex_escape(mean)
             out.append(value + (rf" {{\scriptsize {ci}}}" if ci else "") + (rf" {{\scriptsize ({n})}}" if n else ""))
         lines.append(" & ".join(out) + r" \\")
-    notes = [AGGREGATION_NOTE + " Small numbers: n."] + table.provenance.lines()
+    notes = [cells_note(table) + " Small numbers: n."] + table.provenance.lines()
     lines += [r"\bottomrule", r"\end{tabular}", r"\par\vspace{2pt}\footnotesize",
               (r" \\" + "\n").join(latex_escape(line) for line in notes), r"\end{table}"]
     return "\n".join(lines) + "\n"
@@ -119,7 +124,7 @@ def to_csv(table: Table) -> str:
     """One row per table row; for each column ``<key>_mean`` (:data:`NA` where undefined), ``_lo``, ``_hi``,
     ``_n``; provenance as ``#`` lines."""
     buf = io.StringIO()
-    for line in [table.title, AGGREGATION_NOTE] + table.provenance.lines():
+    for line in [table.title, cells_note(table)] + table.provenance.lines():
         buf.write(f"# {line}\n")
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(["row"] + [f"{c.key}_{s}" for c in table.columns for s in ("mean", "lo", "hi", "n")])
@@ -166,7 +171,7 @@ def to_html_section(table: Table) -> str:
             tds.append(f"<td>{value}" + (f" {e(ci)}" if ci else "") + (f' <span class="n">(n={n})</span>' if n else "") + "</td>")
         parts.append("<tr>" + "".join(tds) + "</tr>")
     parts.append("</tbody></table>")
-    parts += [f'<p class="prov">{e(line)}</p>' for line in [AGGREGATION_NOTE] + table.provenance.lines()]
+    parts += [f'<p class="prov">{e(line)}</p>' for line in [cells_note(table)] + table.provenance.lines()]
     return "\n".join(parts) + "</section>"
 
 

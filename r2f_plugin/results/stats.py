@@ -1,4 +1,5 @@
-"""Per-metric statistics of result records with crossed bootstrap CIs.
+"""Per-metric statistics of result records with crossed bootstrap CIs, and the tests that
+call a difference between two methods.
 
 Every number a table or plot shows is :func:`group_stats`'s: the mean of a metric over
 every (target, seed) record that has it, with its 95% bootstrap confidence interval and
@@ -7,6 +8,10 @@ whole **targets** and, independently, whole **run seeds** (differently taught mo
 an interval reflects the spread between targets and between taught models. The
 :class:`Stat` carries how many targets and seeds it rests on. Which records are pooled in
 one group: :mod:`r2f_bench.results.cells`.
+
+A difference is called by :func:`sign_flip_p` (paired scores, targets exchangeable),
+Holm-corrected over a table's family of comparisons (:func:`holm`, level :data:`ALPHA`),
+and never from fewer than :data:`MIN_MODELS` taught models (:func:`too_few_models`).
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ import numpy as np
 
 BOOTSTRAP_SAMPLES = 2000
 CONFIDENCE = 0.95
+ALPHA = 1 - CONFIDENCE  # the family-wise error rate of a table's comparisons (:func:`holm`)
+MIN_MODELS = 3  # taught models a difference must rest on before a table calls it
 Record = Mapping[str, Any]
 
 
@@ -108,7 +115,53 @@ def clustered(values: Sequence[float], targets: Sequence[Hashable], seeds: Seque
     return Stat(float(x.mean()), float(lo), float(hi), len(x), n_targets, n_seeds)
 
 
-def _value(record: Record, metric: str) -> float | None:
+def sign_flip_p(differences: Sequence[float], clusters: Sequence[Hashable], exact_up_to: int = 16,
+                samples: int = 1 << 16, sample_seed: int = 0) -> float:
+    """The two-sided sign-flip (randomisation) test that paired ``differences`` have mean 0,
+    with whole ``clusters`` (targets) as the exchangeable units: each cluster's sum of
+    differences keeps or flips its sign, and p is the share of the 2^k sign assignments whose
+    total is at least as far from 0 as the observed one (so the statistic is the mean of all
+    ``differences``; exact up to ``exact_up_to`` clusters, else ``samples`` random assignments
+    with the observed one counted). Unlike a bootstrap p-value, which is 0 whenever every
+    difference has one sign, it cannot fall below 2 / 2^k: on three targets 0.25, on ten 0.002."""
+    by: dict[Hashable, float] = defaultdict(float)
+    for d, c in zip(differences, clusters, strict=True):
+        by[c] += float(d)
+    sums = np.array(list(by.values()))
+    k = len(sums)
+    if k <= exact_up_to:
+        signs = 1 - 2 * ((np.arange(1 << k)[:, None] >> np.arange(k)) & 1)  # row 0: every sign kept
+    else:
+        signs = np.random.default_rng(sample_seed).choice([-1.0, 1.0], size=(samples + 1, k))
+        signs[0] = 1.0
+    totals = np.abs(signs @ sums)
+    observed = totals[0]  # the same arithmetic as every other row: ties are ties
+    if not k or observed == 0:
+        return 1.0
+    return float((totals >= observed - 1e-9 * np.abs(sums).sum()).mean())
+
+
+def excludes_zero(stat: Stat) -> bool:
+    """Whether ``stat``'s interval lies wholly on one side of 0 (uncorrected for how many
+    comparisons are made: see :func:`holm`)."""
+    return stat.lo is not None and stat.hi is not None and (stat.lo > 0 or stat.hi < 0)
+
+
+def holm(p_values: Mapping[Hashable, float], alpha: float = ALPHA) -> dict[Hashable, bool]:
+    """Which of a family of comparisons stay significant at family-wise level ``alpha``
+    (Holm's step-down: the i-th smallest of m p-values against alpha / (m − i), stopping at
+    the first that fails). A table of 15 methods × 3 summaries makes 45 comparisons; at
+    0.05 each, about two would look different by chance alone."""
+    ordered = sorted(p_values, key=lambda k: p_values[k])
+    out = dict.fromkeys(p_values, False)
+    for i, k in enumerate(ordered):
+        if p_values[k] > alpha / (len(ordered) - i):
+            break
+        out[k] = True
+    return out
+
+
+def metric_value(record: Record, metric: str) -> float | None:
     """The record's ``metric``; ``a.b`` reads a nested field (e.g. ``usr_by_level.forget_qa``)."""
     v: Any = record
     for part in metric.split("."):
@@ -124,7 +177,7 @@ def group_stats(records: Iterable[Record], metric: str,
     its interval resampling targets and seeds (:func:`clustered`)."""
     groups: dict[Hashable, list[tuple[str, str, float]]] = defaultdict(list)
     for r in records:
-        v = _value(r, metric)
+        v = metric_value(r, metric)
         if v is not None:
             groups[key(r)].append((str(r.get("target")), str(r.get("seed")), v))
     out = {}
@@ -133,3 +186,15 @@ def group_stats(records: Iterable[Record], metric: str,
         targets, seeds, values = zip(*rows)
         out[k] = clustered(values, targets, seeds)
     return out
+
+
+def too_few_models(records: Iterable[Record], seeds: int) -> str | None:
+    """Why no difference between methods may be called from ``records`` read on ``seeds`` run
+    seeds: their models were taught, one per seed, and fewer than :data:`MIN_MODELS` stand
+    behind the intervals (a method × model interaction is then not resampled); None for a
+    pretrained model's own knowledge or enough taught models."""
+    taught = any((k := r.get("knowledge") or {}).get("taught", k.get("embedded")) for r in records)
+    if taught and seeds < MIN_MODELS:
+        return (f"only {seeds} taught model(s) (run seeds) behind the intervals, and a method's advantage can "
+                f"change from one taught model to another")
+    return None

@@ -115,6 +115,7 @@ class Table:
     rows: list[tuple[str, list[Stat | None]]]
     provenance: Provenance
     row_header: str = "Method"
+    cells_note: str | None = None  # what a cell is, where not the renderer's AGGREGATION_NOTE
 
     def best(self) -> list[set[int]]:
         """Per column, the indices of the rows to set in bold."""

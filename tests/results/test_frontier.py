@@ -11,8 +11,9 @@ import pytest
 from r2f_bench.cli import main
 import numpy as np
 
-from r2f_bench.results.frontier import (GUR_LEVELS, KEYS, MEASURED, OPEN, RESOLUTION, ROUNDS, TOLERANCE, area, best_usr, excludes_zero, frontier,
+from r2f_bench.results.frontier import (GUR_LEVELS, KEYS, MEASURED, OPEN, RESOLUTION, ROUNDS, TOLERANCE, area, best_usr, frontier,
                                 is_open, next_strength, paired, refinement, tiers)
+from r2f_bench.results.stats import excludes_zero
 from r2f_bench.results.store import Store
 from r2f_bench.unlearner import Strength
 
@@ -261,19 +262,12 @@ def test_variants_of_one_method_are_separate_curves(fake_run, tmp_path, capsys):
     assert not (tmp_path / "bad").exists()
 
 
-def test_holm_keeps_only_what_survives_the_family():
-    from r2f_bench.results.frontier import holm
-
-    assert holm({"a": 0.01, "b": 0.04, "c": 0.03}) == {"a": True, "b": False, "c": False}  # 0.03 > 0.05 / 2
-    assert holm({"a": 0.01, "b": 0.02, "c": 0.04}) == {"a": True, "b": True, "c": True}
-    assert holm({"a": 0.2}) == {"a": False} and holm({}) == {}
-
-
 def test_the_bootstrap_p_value_agrees_with_the_interval_and_holm_thins_the_verdicts():
     """p < 0.05 exactly where the paired 95% interval excludes 0 (the same draws); among
     many methods a lone difference that excludes 0 at p ~ 0.02 is not named apart once the
     family is corrected, a large one is."""
-    from r2f_bench.results.frontier import holm, paired_p
+    from r2f_bench.results.frontier import paired_p
+    from r2f_bench.results.stats import holm
 
     units = [(f"t{t}", s) for t in range(10) for s in range(2)]
     rng = np.random.default_rng(3)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from r2f_bench.results.stats import group_stats, clustered, percentile_interval, summarize, unit_weights
+from r2f_bench.results.stats import (clustered, group_stats, holm, percentile_interval, sign_flip_p, summarize,
+                                     unit_weights)
 
 
 def test_seeds_of_a_target_do_not_narrow_its_interval():
@@ -70,3 +71,31 @@ def test_group_stats_reports_targets_and_seeds():
     records = [{"target": t, "seed": s, "usr": float(i)} for i, (t, s) in enumerate((("t1", 0), ("t1", 1), ("t2", 0)))]
     stat = group_stats(records, "usr", key=lambda r: "all")["all"]
     assert (stat.n, stat.targets, stat.seeds) == (3, 2, 2) and stat.lo <= stat.mean <= stat.hi
+
+
+def test_holm_keeps_only_what_survives_the_family():
+    assert holm({"a": 0.01, "b": 0.04, "c": 0.03}) == {"a": True, "b": False, "c": False}  # 0.03 > 0.05 / 2
+    assert holm({"a": 0.01, "b": 0.02, "c": 0.04}) == {"a": True, "b": True, "c": True}
+    assert holm({"a": 0.2}) == {"a": False} and holm({}) == {}
+
+
+def test_the_sign_flip_test_is_exact_and_never_calls_three_targets():
+    """Every difference of one sign: the bootstrap would say p = 0 on any number of targets;
+    the sign-flip test says 2 / 2^k, so three targets cannot pass 0.05 and ten can."""
+    assert sign_flip_p([1.0, 2.0, 3.0], ["a", "b", "c"]) == 0.25
+    assert sign_flip_p([float(i) for i in range(1, 11)], list("abcdefghij")) == 2 / 1024
+    assert sign_flip_p([5.0, -5.0, 1.0, -1.0], list("abcd")) == 1.0  # means 0: as far from 0 as every flip
+    assert sign_flip_p([0.0, 0.0], ["a", "b"]) == 1.0 and sign_flip_p([], []) == 1.0
+    # one target's two seeds are one unit: their sum (0) is what flips
+    assert sign_flip_p([4.0, -4.0, 1.0, 2.0, 3.0], ["a", "a", "b", "c", "d"]) == sign_flip_p([0.0, 1.0, 2.0, 3.0], list("abcd"))
+    # a tie that is not a mirror image counts as at least as far (|0.1 + 0.2 - 0.1| = |-0.1 + 0.2 + 0.1|)
+    assert sign_flip_p([0.1, 0.2, -0.1], list("abc")) == 0.75
+    # past the exact range, sampled assignments with the observed one counted: never 0, close to exact
+    p = sign_flip_p([1.0] * 20, [str(i) for i in range(20)])
+    assert 0 < p < 1e-4
+    x = np.random.default_rng(3).normal(0.3, 1.0, 14)
+    assert abs(sign_flip_p(x, list(range(14)), exact_up_to=0) - sign_flip_p(x, list(range(14)))) < 0.01
+    # a two-sided p: which side does not matter; a small shift among large noise is not called
+    rng = np.random.default_rng(0)
+    noise = rng.normal(0, 10, 12)
+    assert sign_flip_p(noise + 0.5, list("abcdefghijkl")) == sign_flip_p(-(noise + 0.5), list("abcdefghijkl")) > 0.05

@@ -102,10 +102,15 @@ def test_table_command_writes_every_format(tmp_path, capsys):
     store = stored(synthetic(), tmp_path / "store")
     table("--output", str(store.root))
     written = sorted(p.name for p in (store.root / "tables").iterdir())
-    assert written == ["cost.csv", "identity_alignment.csv", "levels.csv", "rap.csv", "table1.csv", "tables.html", "tables.md", "tables.tex"]
-    assert "**82.0** [" in capsys.readouterr().out
+    assert written == ["cost.csv", "identity_alignment.csv", "levels.csv", "paired.csv", "rap.csv", "table1.csv",
+                       "tables.html", "tables.md", "tables.tex"]
+    out = capsys.readouterr().out
+    assert "**82.0** [" in out and "### Paired differences against fullgrad" in out
     with pytest.raises(UserError, match="no results"):
         table("--output", str(tmp_path / "empty"))
+    with pytest.raises(UserError, match=r"^--baseline npo: no row of the table; choose one of fullgrad, ga, r2f, "
+                                        r"r2f \[rank=4\]$"):
+        table("--output", str(store.root), "--baseline", "npo")
 
 
 def test_runs_differing_only_in_a_default_get_separate_rows():
