@@ -222,13 +222,16 @@ def paired(a: Frontier, b: Frontier) -> dict[str, Stat]:
 def paired_p(a: Frontier, b: Frontier) -> dict[str, float]:
     """The bootstrap p-value of ``a`` − ``b`` in each summary: twice the share of paired
     draws on the far side of 0 (at most 1), the test whose 95% acceptance region is the
-    percentile interval of :func:`paired`."""
+    percentile interval of :func:`paired`; never below 2 / 2^k on k targets, the least a
+    test that treats the targets as exchangeable can give (:func:`~.stats.sign_flip_p`):
+    on a few targets whose differences share a sign the bootstrap's p is 0."""
     if a.units != b.units:
         raise ValueError(f"{a.method!r} and {b.method!r} were read on different units; pair them on the same ones")
     diff = a.draws - b.draws
     if len(a.units) < 2:
         return {k: 1.0 for k in KEYS}
-    return {k: float(min(1.0, 2 * min((diff[:, i] <= 0).mean(), (diff[:, i] >= 0).mean())))
+    least = 2.0 ** (1 - len({t for t, _ in a.units}))
+    return {k: float(min(1.0, max(least, 2 * min((diff[:, i] <= 0).mean(), (diff[:, i] >= 0).mean()))))
             for i, k in enumerate(KEYS)}
 
 
