@@ -70,7 +70,8 @@ def to_markdown(table: Table) -> str:
 
 _LATEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
                   "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
-                  "→": r"$\rightarrow$", "×": r"$\times$", "±": r"$\pm$"}
+                  "→": r"$\rightarrow$", "×": r"$\times$", "±": r"$\pm$", "−": r"$-$", "≠": r"$\neq$",
+                  "≥": r"$\geq$", "≤": r"$\leq$"}
 
 
 def latex_escape(text: str) -> str:

@@ -128,3 +128,10 @@ def test_the_default_baseline_is_the_cost_reference_where_it_names_one_row():
         build_tables(records, baseline="npo")
     with pytest.raises(UserError, match="--baseline npo"):  # named, it is checked even with nothing to pair
         build_tables([r for r in records if r["method"] == "r2f"], baseline="npo")
+
+
+def test_the_latex_table_spells_its_signs_in_math():
+    from r2f_bench.results.render import to_latex
+
+    tex = to_latex(paired_table(pair(10, 8.0), SCORES, "fullgrad"))
+    assert r"r2f $-$ fullgrad ($\neq$0: USR)" in tex and "−" not in tex and "≠" not in tex
