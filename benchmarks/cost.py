@@ -44,6 +44,7 @@ os.environ.setdefault("TQDM_DISABLE", "1")  # library bars off; tqdm reads this 
 
 import torch  # noqa: E402
 
+from r2f_bench.cli.main import script  # noqa: E402
 from r2f_bench.cost import measure, phases  # noqa: E402
 from r2f_bench.data import ForgetRequest  # noqa: E402
 from r2f_bench.engine.distributed import set_up_cpu  # noqa: E402
@@ -242,7 +243,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except UserError as exc:
-        sys.exit(f"error: {exc}")
+    sys.exit(script(main))

@@ -39,6 +39,7 @@ import torch  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from shaped_model import build as build_shaped  # noqa: E402  (beside this file)
 
+from r2f_bench.cli.main import script  # noqa: E402
 from r2f_bench.engine.config import RunConfig  # noqa: E402
 from r2f_bench.engine.run import Run  # noqa: E402
 
@@ -173,4 +174,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(script(main))

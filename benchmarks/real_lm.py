@@ -7,7 +7,7 @@ through its chat template. Three stages, into resumable stores under ``--output`
 command again to go on where it stopped; stages 2 and 3 run method by method, so a run
 cut short leaves whole rows):
 
-1. **scan** the first ``--scan`` targets (``r2f-bench scan``, cached): the held-out
+1. **scan** the first ``--scan`` targets (default all; ``r2f-bench scan``, cached): the held-out
    forget probes the untouched model knows (echo-answerable ones never count);
 2. **calibrate** each method on the ``--calibrate`` best-known targets after the table's:
    its strength knob at the grid of :data:`GRIDS` (stated here, sized for a pretrained
@@ -36,7 +36,7 @@ from pathlib import Path
 
 os.environ.setdefault("TQDM_DISABLE", "1")
 
-from r2f_bench.cli.main import main as cli  # noqa: E402
+from r2f_bench.cli.main import main as cli, script  # noqa: E402
 from r2f_bench.engine.config import RunConfig  # noqa: E402
 from r2f_bench.engine.scan import scan  # noqa: E402
 from r2f_bench.results.store import Store  # noqa: E402
@@ -119,7 +119,8 @@ def main(argv: list[str] | None = None) -> int:
                                                       "the embedded demo model, a smoke test)")
     p.add_argument("--proxy", help="R2F's proxy (default: the model itself)")
     p.add_argument("--data-dir", help="RWKU in its official layout (default: the knowledge world, a smoke test)")
-    p.add_argument("--scan", type=int, default=40, help="targets to scan, from the first (default 40)")
+    p.add_argument("--scan", type=int, default=None,
+                   help="targets to scan, from the first (default: every evaluation target; the scan is cached)")
     p.add_argument("--targets", type=int, default=4, help="best-known targets in the table (default 4)")
     p.add_argument("--calibrate", type=int, default=1, help="targets the strengths are chosen on (default 1)")
     p.add_argument("--methods", default=",".join(GRIDS), help="comma-separated methods of GRIDS")
@@ -165,4 +166,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(script(main))

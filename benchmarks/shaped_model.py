@@ -19,6 +19,7 @@ import sys
 
 import torch
 
+from r2f_bench.cli.main import script
 from r2f_bench.atomic import atomic_dir
 from r2f_bench.errors import UserError
 from r2f_bench.engine.embedded import _config, build_tokenizer, EmbeddedSpec, teaching_texts
@@ -96,7 +97,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except UserError as exc:
-        sys.exit(f"error: {exc}")
+    sys.exit(script(main))

@@ -27,6 +27,7 @@ from pathlib import Path
 
 os.environ.setdefault("TQDM_DISABLE", "1")
 
+from r2f_bench.cli.main import script  # noqa: E402
 from r2f_bench.engine.config import RunConfig  # noqa: E402
 from r2f_bench.engine.run import Run  # noqa: E402
 from r2f_bench.tasks.rwku.world import WorldConfig, write  # noqa: E402
@@ -96,4 +97,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(script(main))

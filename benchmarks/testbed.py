@@ -26,6 +26,7 @@ os.environ.setdefault("TQDM_DISABLE", "1")
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
+from r2f_bench.cli.main import script  # noqa: E402
 from r2f_bench.tasks.rwku.world import WorldConfig, write  # noqa: E402
 from r2f_bench.results.testbed import check_world, passes  # noqa: E402
 
@@ -82,4 +83,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(script(main))

@@ -70,6 +70,18 @@ def sigterm_unwinds() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+def script(main: Callable[[], int]) -> int:
+    """A benchmark script's exit status: ``main``'s own, run :func:`guarded` (a UserError one
+    line, SIGTERM unwinding so that the store's locks are released, as for the CLI)."""
+    code = 0
+
+    def command() -> None:
+        nonlocal code
+        code = main()
+
+    return guarded(command) or code
+
+
 def guarded(command: Callable[[], None]) -> int:
     """Run an entry point's command: a UserError prints one line and exits 2, Ctrl-C exits 130,
     SIGTERM 143, a closed pipe on stdout exits 141 (as a shell reports SIGPIPE), a full stdout
