@@ -9,9 +9,11 @@ an interval reflects the spread between targets and between taught models. The
 :class:`Stat` carries how many targets and seeds it rests on. Which records are pooled in
 one group: :mod:`r2f_bench.results.cells`.
 
-A difference is called by :func:`sign_flip_p` (paired scores, targets exchangeable),
-Holm-corrected over a table's family of comparisons (:func:`holm`, level :data:`ALPHA`),
-and never from fewer than :data:`MIN_MODELS` taught models (:func:`too_few_models`).
+A difference between paired per-unit scores is called by :func:`sign_flip_p` (targets
+exchangeable; the frontier's summaries, which are not per unit, floor the bootstrap's p at
+its least), Holm-corrected over a table's family of comparisons (:func:`holm`, level
+:data:`ALPHA`), and never from fewer than :data:`MIN_MODELS` taught models
+(:func:`too_few_models`).
 """
 
 from __future__ import annotations
