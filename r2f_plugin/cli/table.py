@@ -88,7 +88,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                         "method the cost table states ratios to, where the table has one row of it)")
     p.add_argument("--phases", action="store_true",
                    help="also the phases table: the mean wall seconds of each phase of a target's run (untouched "
-                        "scores, unlearn, evaluate, rap, extra, alignment), their sum, the share outside unlearn, and "
+                        "scores, unlearn, evaluate, extra, alignment, attacks, restore), their sum, the share outside unlearn, and "
                         "the run's one-time load and setup; in the --json output under \"phases\"")
     add_json_option(p, "every table's cells (mean, interval, n), notes and provenance, and the record counts")
     p.set_defaults(func=json_command(tabulate))
