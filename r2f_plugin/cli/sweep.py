@@ -14,7 +14,7 @@ from ..errors import UserError
 from ..plugins import registry as plugin_registry
 from ..results.launch import add_launcher_options, launcher
 from ..results.store import Store
-from ..results.sweep import (ABLATIONS, comma_list, execute, expand, parse_seeds, process_tag, shard,
+from ..results.sweep import (ABLATIONS, check_params, comma_list, execute, expand, parse_seeds, process_tag, shard,
                              sweep_jobs)
 from .options import (add_budget_option, add_keep_going_option, add_methods_option, add_quiet_option,
                       add_seeds_option, add_sweep_run_options, budget_deadline, run_values, say)
@@ -48,6 +48,7 @@ def sweep_command(args: argparse.Namespace) -> None:
     jobs = sweep_jobs(expand(methods, "method"), expand(comma_list(args.tasks), "task"), parse_seeds(args.seeds),
                       ablation=args.ablation, models=given.pop("model", None) or [None],
                       proxies=given.pop("proxy", None) or [None], **given)
+    check_params(jobs)
     if launch is not None:
         return submit_sweep(args, launch, jobs)
 

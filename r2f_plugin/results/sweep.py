@@ -138,6 +138,18 @@ def sweep_jobs(methods: Sequence[str], tasks: Sequence[str], seeds: Sequence[int
     return list(jobs.values())
 
 
+def check_params(jobs: Sequence[Job], registry: Any = None) -> None:
+    """Refuse, before anything runs, a job whose method lacks a ``--set`` parameter or
+    rejects its value: a sweep applies ``--set`` to every method it names."""
+    registry = registry or plugin_registry()
+    for job in jobs:
+        try:
+            registry.method(job.fields["method"]).parse_params(job.fields.get("params"))
+        except UserError as err:
+            raise UserError(f"{err} A sweep's --set applies to every method in --methods: sweep the methods "
+                            "that lack it separately, into the same --output.") from None
+
+
 def shard(jobs: Sequence[Job], index: int, count: int) -> list[Job]:
     """Process ``index`` of ``count`` takes every ``count``-th job from position ``index``."""
     if not 0 <= index < count:

@@ -135,7 +135,7 @@ def test_keep_going_reports_failures(tmp_path, monkeypatch):
 
 
 def test_sweep_command_runs_and_resumes(fake_run, tmp_path, capsys):
-    argv = ["sweep", "--methods", "r2f,grad_ascent", "--tasks", "rwku", "--seeds", "0-1",
+    argv = ["sweep", "--methods", "npo,grad_ascent", "--tasks", "rwku", "--seeds", "0-1",
             "--set", "lr=0.1", "--limit", "2", "--output", str(tmp_path)]
     assert main(argv + ["--dry-run"]) == 0
     assert "4 jobs planned" in capsys.readouterr().out and len(Store(tmp_path)) == 0
@@ -144,3 +144,17 @@ def test_sweep_command_runs_and_resumes(fake_run, tmp_path, capsys):
     assert main(argv) == 0
     assert "0 targets run, 8 already done" in capsys.readouterr().out
     assert {r["config"]["params"]["lr"] for r in Store(tmp_path).records()} == {"0.1"}
+
+
+@pytest.mark.parametrize("setting, named", [("lr=5e-4", "method 'r2f' has no parameter 'lr'"),
+                                            ("step=-1", "parameter 'step' of method 'fullgrad' must be in (0, 1]")])
+def test_sweep_refuses_a_set_some_method_rejects_before_anything_runs(fake_run, tmp_path, capsys, setting, named):
+    """--set reaches every method of a sweep; one that lacks the parameter (or rejects the
+    value) is refused in one line at planning, not as a failed job after the others ran."""
+    argv = ["sweep", "--methods", "grad_ascent,r2f" if "lr" in setting else "fullgrad", "--tasks", "rwku",
+            "--set", setting, "--limit", "1", "--output", str(tmp_path)]
+    for extra in (["--dry-run"], []):
+        assert main(argv + extra) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and named in err[0] and "into the same --output" in err[0]
+    assert not fake_run.CALLS and len(Store(tmp_path)) == 0
