@@ -123,6 +123,14 @@ CASES = [
     ("model path missing", lambda t, r: ["--model", "./no-such-model"],
      "model path ./no-such-model does not exist; pass a local directory with safetensors weights, or a hub name such as mistralai/Mistral-7B-v0.1."),
     ("unknown method", lambda t, r: ["--method", "nope"], None),
+    ("empty --data-dir (it ran the bundled world)", lambda t, r: ["--data-dir", ""],
+     "--data-dir is empty (an unset shell variable?); give it a value, or leave it out for its default."),
+    ("empty --targets (it ran the first three)", lambda t, r: ["--data-dir", str(r), "--targets", " "],
+     "--targets is empty (an unset shell variable?); give it a value, or leave it out for its default."),
+    ("a chat template for an embedded model (it failed once the model was built)",
+     lambda t, r: ["--chat-template", "on"],
+     "--chat-template on, but the embedded models have no chat template; drop it, or pass --model with an "
+     "instruct model."),
 ]
 
 
@@ -290,6 +298,21 @@ def test_table_skips_invalid_records_and_writes_every_format(tmp_path, capsys):
     assert "2 records in the tables; 2 skipped" in out
     assert "metric 'usr' is 'high', not a number" in err and "field 'task' missing" in err
     assert {p.name for p in (tmp_path / "tables").iterdir()} >= {"tables.md", "tables.tex", "tables.html", "table1.csv"}
+
+
+def test_plot_skips_invalid_records_and_counts_a_cell_once(tmp_path, capsys):
+    """``plot`` reads a store as ``table`` does (before: a malformed record was a traceback,
+    and two records of one (target, seed) cell, from two code versions, both counted)."""
+    from records import record, stored
+
+    rows = [record("r2f", "rwku", 0, t, usr, 95.0, 20.0, 0.9, 1.0, params={"rank": str(rank)})
+            for t, usr in (("t1", 60.0), ("t2", 80.0)) for rank in (4, 8)]
+    older = {**rows[0], "versions": {"r2f-bench": "0.0.9", "torch": "2.13.0"}, "usr": 0.0}
+    stored(rows + [older, {**rows[1], "target": "t3", "usr": "high"}], tmp_path)
+    assert main(["plot", "--output", str(tmp_path)]) == 0
+    err = capsys.readouterr().err
+    assert "metric 'usr' is 'high', not a number" in err and "warning: skipped record" in err
+    assert "1 records set aside" in err and (tmp_path / "plots" / "rank.png").exists()
 
 
 def test_corrupt_cached_model_is_set_aside_and_rebuilt(tmp_path, monkeypatch):

@@ -53,7 +53,7 @@ def add_parser(subparsers: Any) -> None:
                                           "bootstrap CIs over targets and taught models, Holm-corrected paired "
                                           "differences against a baseline and tiers, frontier.png and the tables in "
                                           "Markdown, LaTeX, CSV and HTML.")
-    add_run_options(p, evaluation=False)
+    add_run_options(p, evaluation=False, seeds=True)
     add_methods_option(p, "all", ", `all` (default) among them; name@param=value sets parameters of one entry, e.g. "
                                  "all,r2f@steps=5,fullgrad@steps=5")
     add_task_option(p, "whose targets are unlearned")

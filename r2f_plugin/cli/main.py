@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import functools
 import os
 import signal
 import sys
@@ -23,11 +24,14 @@ BUILT_IN = (listing, scan, cache, tune, sweep, frontier, table, plot)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="r2f-bench", description="Run, compare and extend LLM unlearning methods.")
+    # no abbreviations: `frontier --seed 3` would silently be `--seeds 3`
+    parser = argparse.ArgumentParser(prog="r2f-bench", description="Run, compare and extend LLM unlearning methods.",
+                                     allow_abbrev=False)
     add_method_option(parser, "unlearning method to run")
     add_task_option(parser, "to run it on", default=None)
     add_run_options(parser)
-    sub = parser.add_subparsers(dest="command", metavar="command")
+    sub = parser.add_subparsers(dest="command", metavar="command",
+                                parser_class=functools.partial(argparse.ArgumentParser, allow_abbrev=False))
     for module in BUILT_IN:
         module.add_parser(sub)
     registry().add_commands(sub)
@@ -112,12 +116,29 @@ def guarded(command: Callable[[], None]) -> int:
     return 0
 
 
+def refuse_options_before(parser: argparse.ArgumentParser, argv: list[str], command: str) -> None:
+    """Options before a command word belong to a plain run and no command reads them there
+    (argparse lets the command's defaults overwrite them): refuse them in one line."""
+    valued = {flag for action in parser._actions for flag in action.option_strings if action.nargs != 0}
+    given, i = [], 0
+    while i < len(argv) and argv[i] != command:
+        if argv[i].startswith("-"):
+            given.append(argv[i].split("=")[0])
+            i += argv[i] in valued  # its value
+        i += 1
+    if given:
+        raise UserError(f"{', '.join(given)} given before the command '{command}', which reads its options only "
+                        f"after it; write r2f-bench {command} {given[0]} ….")
+
+
 def main(argv: list[str] | None = None) -> int:
     quiet_libraries()
 
     def command() -> None:
         parser = build_parser()
         args = parser.parse_args(argv)
+        if getattr(args, "command", None):
+            refuse_options_before(parser, sys.argv[1:] if argv is None else argv, args.command)
         set_quiet(getattr(args, "quiet", False))
         if getattr(args, "func", None):
             args.func(args)

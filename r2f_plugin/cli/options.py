@@ -12,16 +12,19 @@ from contextlib import contextmanager, redirect_stdout
 from typing import Any, Callable, Iterator, TextIO
 
 from ..engine.config import OPTIONS, Option, RunConfig, names
+from ..errors import UserError
 from ..jsontext import json_safe
 from ..plugins import DEFAULT_TASK
 
 
-def add_run_options(p: argparse.ArgumentParser, evaluation: bool = True, limit_help: str | None = None) -> None:
+def add_run_options(p: argparse.ArgumentParser, evaluation: bool = True, limit_help: str | None = None,
+                    seeds: bool = False) -> None:
     """The options of :class:`RunConfig` (models, data, targets, ...) and ``--quiet``. ``evaluation``:
     also the evaluation-only options (``--sequential``, ``--save-model``, ``--split``);
-    ``limit_help``: ``--limit``'s help, where the command reads it otherwise."""
+    ``limit_help``: ``--limit``'s help, where the command reads it otherwise; ``seeds``: the
+    command runs the seeds of ``--seeds``, so one run's ``--seed`` is left out (argparse refuses it)."""
     for opt in OPTIONS.values():
-        if evaluation or not opt.evaluation_only:
+        if (evaluation or not opt.evaluation_only) and not (seeds and opt.name == "seed"):
             _add(p, opt, limit_help if opt.name == "limit" and limit_help else opt.help, opt.default)
     add_quiet_option(p)
 
@@ -163,6 +166,9 @@ def run_values(args: argparse.Namespace, sweep: bool = False) -> dict[str, Any]:
         text = getattr(args, opt.name, None)
         if text is None or sweep and opt.sweep is None:
             continue
+        if isinstance(text, str) and not text.strip() and opt.name != "output":  # the run names --output's fix
+            raise UserError(f"{opt.flag} is empty (an unset shell variable?); give it a value, or leave it out "
+                            f"for its default.")
         values[opt.name] = names(text) if sweep and opt.sweep == "each" else opt.parse(text) if opt.parse else text
     return values
 

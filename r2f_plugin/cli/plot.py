@@ -3,18 +3,27 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
+from ..results.cells import newest_per_cell, tabulable
 from ..results.plots import AXES, plot_ablation
 from ..results.store import Store
 from .options import add_out_dir_option, add_store_option
+from .table import reasons
 
 
 def plot_command(args: argparse.Namespace) -> None:
     store = Store(args.output)
-    records = list(store.records())
+    records, skipped = tabulable(store.records())
+    for line in skipped:
+        print(f"warning: skipped record {line}", file=sys.stderr)
+    records, aside = newest_per_cell(records)
+    if aside:
+        print(f"{sum(aside.values())} records set aside: a (target, seed) cell counts its newest record once "
+              f"({reasons(aside)})", file=sys.stderr)
     out_dir = Path(args.out_dir) if args.out_dir else store.root / "plots"
     drawn = [axis for axis in AXES if plot_ablation(records, axis, out_dir / f"{axis}.png")]
     if not drawn:

@@ -10,7 +10,7 @@ from typing import Any
 
 from ..errors import UserError
 from ..plugins import registry
-from ..results.cells import invalid, newest_per_cell
+from ..results.cells import newest_per_cell, tabulable
 from ..results.cost_tables import PHASES_TABLE
 from ..results.leaderboard import build_tables
 from ..results.render import FORMATS, render, to_json, write_files
@@ -21,13 +21,7 @@ from .options import add_json_option, add_out_dir_option, add_store_option, json
 def tabulate(args: argparse.Namespace) -> dict[str, Any]:
     """Write the tables, print them and what they rest on; return the same as a JSON object."""
     store = Store(args.output)
-    records, skipped = [], []
-    for r in store.records():
-        why = invalid(r)
-        if why:
-            skipped.append(f"{str(r.get('key', '?'))[:12]}: {why}")
-        else:
-            records.append(r)
+    records, skipped = tabulable(store.records())
     for line in skipped:
         print(f"warning: skipped record {line}", file=sys.stderr)
     if not records:

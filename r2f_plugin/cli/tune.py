@@ -17,6 +17,9 @@ def search(args: argparse.Namespace) -> list[dict[str, Any]]:
     for option in ("extend", "refine"):
         if getattr(args, option) < 0:
             raise UserError(f"--{option}: {getattr(args, option)} is below 0 (0 adds no strengths).")
+    if not 1 < args.min_gur <= 100:  # also NaN
+        raise UserError(f"--min-gur is the share of utility kept, in % above 1 and at most 100 (default "
+                        f"{DEFAULT_MIN_GUR:g}), got {args.min_gur:g}; for 90 % write --min-gur 90.")
     searches = plan_searches(comma_list(args.methods), lambda method: run_config(args, method, args.task),
                              parse_grid(args.grid) if args.grid else None, args.points, args.extend)
     results, progress = [], say(args, once=True)
@@ -35,8 +38,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                                           "(methods fit on one half of the dev targets, the other half is scored; the "
                                           "evaluation targets are never touched) and choose by one rule: the highest USR "
                                           "with GUR >= --min-gur, else the highest GUR.")
-    add_run_options(p, evaluation=False, limit_help="evaluation targets to set aside (the dev targets come from the end of "
-                                               "the target list, never among them; default 3)")
+    add_run_options(p, evaluation=False, seeds=True,
+                    limit_help="evaluation targets to set aside (the dev targets come from the end of the target "
+                               "list, never among them; default 3)")
     add_methods_option(p, None, " to tune (--method is the same)", required=True, alias="--method")
     add_task_option(p, "whose dev targets are searched")
     p.add_argument("--grid", action="append", default=[], metavar="NAME=v1,v2",

@@ -66,6 +66,9 @@ class Plan:
         if config.model.startswith("embedded") and (config.teach_epochs, config.teach_lr) != (TEACH_EPOCHS, TEACH_LR):
             raise UserError("--teach-epochs and --teach-lr set how a pretrained model (--model NAME, DIR or FILE.gguf) "
                             "is taught a knowledge world; the embedded models keep their own schedule: drop them.")
+        if config.model.startswith("embedded") and config.chat_template == "on":
+            raise UserError("--chat-template on, but the embedded models have no chat template; drop it, or pass "
+                            "--model with an instruct model.")
         if not str(config.output).strip():  # Path("") is the working directory
             raise UserError("--output is empty; pass the results directory, e.g. --output r2f-output.")
         self.out_dir = Path(config.output)

@@ -81,8 +81,11 @@ def evaluate(args: argparse.Namespace) -> list[dict[str, Any]]:
     """
     compare = [c.strip() for c in args.compare.split(",") if c.strip()]
     unknown = [c for c in compare if c not in ROWS]
-    if unknown:
-        raise UserError(f"unknown --compare row {unknown[0]!r}; choose from {', '.join(ROWS)}.")
+    if unknown or not compare:
+        raise UserError(f"{'unknown --compare row ' + repr(unknown[0]) if unknown else '--compare names no row'}; "
+                        f"choose from {', '.join(ROWS)}.")
+    if args.facts < 1:
+        raise UserError(f"--facts is {args.facts}; evaluate on at least 1 held-out fact (default 30).")
     run = _run(args, {"decoder_path": args.decoder} if args.decoder else None)
     p, ctx = run.method.params, run.ctx
     facts = [f for t in run.targets for f in t.request][: args.facts]

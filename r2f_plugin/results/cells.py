@@ -99,6 +99,18 @@ def invalid(record: Record) -> str | None:
     return None
 
 
+def tabulable(records: Iterable[Record]) -> tuple[list[Record], list[str]]:
+    """The records that can enter a table or plot, and ``KEY: why`` for each other one (:func:`invalid`)."""
+    kept, skipped = [], []
+    for r in records:
+        why = invalid(r)
+        if why:
+            skipped.append(f"{str(r.get('key', '?'))[:12]}: {why}")
+        else:
+            kept.append(r)
+    return kept, skipped
+
+
 def cell(record: Record, all_versions: bool = False) -> str:
     """The table cell a record counts in once: method, setting, task, target, seed and split;
     with ``all_versions`` also its code versions and data revision (pooled deliberately)."""

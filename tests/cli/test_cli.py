@@ -254,3 +254,28 @@ def test_an_ablation_sweep_defaults_to_the_methods_that_declare_it(capsys, tmp_p
     assert main(["sweep", "--ablation", "rank", "--tasks", "rwku", "--dry-run", "--output", str(tmp_path)]) == 0
     *planned, total = capsys.readouterr().out.splitlines()
     assert total.startswith("5 jobs planned") and all("r2f/rwku/seed0 [rank=" in line for line in planned)
+
+
+def test_run_options_before_a_command_are_refused(capsys):
+    """Before, argparse let the command's defaults overwrite them: the sweep below ran the
+    embedded model into r2f-output with exit 0."""
+    _bad(["--limit", "1", "--model", "./llama", "sweep", "--methods", "r2f", "--dry-run"], capsys,
+         "--limit, --model given before the command 'sweep', which reads its options only after it; "
+         "write r2f-bench sweep --limit ….")
+    assert main(["sweep", "--methods", "r2f", "--limit", "1", "--dry-run"]) == 0  # after it: read
+
+
+@pytest.mark.parametrize("command", [["frontier", "--methods", "r2f"], ["tune", "--methods", "r2f"]])
+def test_commands_over_seeds_refuse_one_runs_seed(command, fake_run, tmp_path, monkeypatch, capsys):
+    """--seed was read as an abbreviation of --seeds (argparse's default), and had it not
+    been, as one run's --seed, which these commands ignore; now it is refused."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_:
+        main(command + ["--seed", "3"])
+    assert exit_.value.code == 2 and "unrecognized arguments: --seed 3" in capsys.readouterr().err
+    assert not fake_run.CALLS
+
+
+@pytest.mark.parametrize("value", ["0.9", "nan", "150"])
+def test_tune_refuses_a_utility_floor_off_the_percent_scale(value, capsys):
+    _bad(["tune", "--methods", "r2f", "--min-gur", value], capsys, "--min-gur is the share of utility kept, in %")

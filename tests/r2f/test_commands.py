@@ -1,0 +1,20 @@
+"""``r2f-bench decoder``'s bad input: one line, before any model is built (before: a
+traceback once the decoders had been fitted)."""
+
+import pytest
+
+from r2f_bench.cli import main
+
+
+@pytest.mark.parametrize("option, message", [
+    (["--compare", ""], "error: --compare names no row; choose from projection"),
+    (["--compare", "projection,bogus"], "error: unknown --compare row 'bogus'; choose from projection"),
+    (["--facts", "0"], "error: --facts is 0; evaluate on at least 1 held-out fact (default 30)."),
+])
+def test_decoder_eval_refuses_what_it_cannot_evaluate(option, message, capsys, monkeypatch):
+    import r2f_bench.r2f.commands as commands
+
+    monkeypatch.setattr(commands, "_run", lambda *a, **k: pytest.fail("prepared a run"))
+    assert main(["decoder", "eval", *option]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(message)
