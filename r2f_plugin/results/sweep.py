@@ -20,7 +20,7 @@ import sys
 import traceback
 from functools import partial
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from ..engine.config import FAMILIES, RunConfig, names
 from ..engine.distributed import process_state
@@ -177,8 +177,9 @@ def execute(jobs: Sequence[Job], output: str, *, runner: type[Run] | None = None
     ``runner`` runs each job's configuration: ``runner(config, progress=...)`` with
     ``targets``, ``data_revision()``, ``versions()``, ``resolved_params()`` and
     ``run_target(target)`` (default: :func:`default_runner`). ``process`` is
-    (index, count); by default it comes from Accelerate. A failing job stops the sweep
-    unless ``keep_going``, in which case the failures are listed in the report.
+    (index, count); by default it comes from Accelerate. Of several jobs, each is set up
+    before any runs (:func:`refused`). A failing job stops the sweep unless ``keep_going``,
+    in which case the failures are listed in the report.
     """
     runner = runner or default_runner()
     if process is None:
@@ -194,6 +195,13 @@ def execute(jobs: Sequence[Job], output: str, *, runner: type[Run] | None = None
     store.check()
     mine = shard(jobs, index, count)
     report = SweepReport(planned=len(jobs), assigned=len(mine))
+    bad = refused(mine, runner) if len(mine) > 1 else {}  # one job fails as itself, at once
+    if bad and not keep_going:
+        raise refusal(bad)
+    for label, why in bad.items():
+        report.failed.append(f"{label}: {why}")
+        say(f"job refused: {label}: {why}")
+    mine = [job for job in mine if job.label not in bad]
     forecast = Forecast(say, deadline)
     try:
         n = 0
@@ -236,6 +244,26 @@ def _keyed(job: Job, runner: type[Run], say: Progress) -> tuple[Run, dict[str, A
     revision, versions, params = run.data_revision(), run.versions(), run.resolved_params()
     return run, identity, revision, versions, params, [job_key(identity, t.id, revision, versions, params)
                                                        for t in run.targets]
+
+
+def refused(jobs: Sequence[Job], runner: type[Run] | None = None) -> dict[str, str]:
+    """Why each job whose options or data do not check out would fail, by label: every job's
+    run is set up (its options checked, its data read; no model built) before any runs."""
+    runner = runner or default_runner()
+    out = {}
+    for job in jobs:
+        try:
+            _keyed(job, runner, lambda msg: None)
+        except UserError as exc:
+            out[job.label] = str(exc)
+    return out
+
+
+def refusal(bad: Mapping[str, str]) -> UserError:
+    """The one line that refuses the jobs :func:`refused` found (the first, and how many more)."""
+    label, why = next(iter(bad.items()))
+    more = f" ({len(bad) - 1} more job(s) refused)" if len(bad) > 1 else ""
+    return UserError(f"job {label}: {why}{more} Nothing was run.")
 
 
 def stored_keys(jobs: Sequence[Job], runner: type[Run] | None = None) -> dict[str, list[str]]:

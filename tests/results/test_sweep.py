@@ -158,3 +158,21 @@ def test_sweep_refuses_a_set_some_method_rejects_before_anything_runs(fake_run, 
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and named in err[0] and "into the same --output" in err[0]
     assert not fake_run.CALLS and len(Store(tmp_path)) == 0
+
+
+def test_a_job_that_cannot_be_set_up_is_refused_before_any_job_runs(tmp_path):
+    """Before, a bad job (a misspelt model among several) failed only when its turn came, or
+    when the first finished job's forecast set it up, which aborted even --keep-going."""
+    class Picky(fake_runner.Run):
+        def __init__(self, config, progress=print):
+            if config.model == "./tpyo":
+                raise UserError("model path ./tpyo does not exist; pass a local directory.")
+            super().__init__(config, progress)
+
+    jobs = sweep_jobs(["r2f"], ["rwku"], [0], models=["./good", "./tpyo"], limit=2)
+    with pytest.raises(UserError, match=r"^job .*tpyo.*: model path ./tpyo does not exist; .* Nothing was run."):
+        execute(jobs, str(tmp_path), runner=Picky, process=(0, 1), progress=lambda m: None)
+    assert not fake_runner.CALLS
+    report = execute(jobs, str(tmp_path), runner=Picky, process=(0, 1), keep_going=True, progress=lambda m: None)
+    assert report.ran == 2 and len(report.failed) == 1 and "tpyo" in report.failed[0]
+
