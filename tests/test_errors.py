@@ -127,6 +127,9 @@ CASES = [
      "--data-dir is empty (an unset shell variable?); give it a value, or leave it out for its default."),
     ("empty --targets (it ran the first three)", lambda t, r: ["--data-dir", str(r), "--targets", " "],
      "--targets is empty (an unset shell variable?); give it a value, or leave it out for its default."),
+    ("a first-layers proxy as deep as the model (it failed once the model was built twice)",
+     lambda t, r: ["--proxy", "first-layers:2"], "--proxy first-layers:2: embedded has 2 decoder layers; keep between 1 "
+                                                 "and 1."),
     ("a chat template for an embedded model (it failed once the model was built)",
      lambda t, r: ["--chat-template", "on"],
      "--chat-template on, but the embedded models have no chat template; drop it, or pass --model with an "

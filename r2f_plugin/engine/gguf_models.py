@@ -95,10 +95,19 @@ def check_gguf(path: Path) -> None:
     _check_version(path.resolve(), stat.st_size, stat.st_mtime_ns)
 
 
+def gguf_layers(path: Path) -> int | None:
+    """The decoder layers (``<arch>.block_count``) of a GGUF file :func:`check_gguf` passes
+    (``None``: not recorded)."""
+    check_gguf(path)
+    stat = path.stat()
+    return _check_version(path.resolve(), stat.st_size, stat.st_mtime_ns)
+
+
 @lru_cache(maxsize=16)
-def _check_version(path: Path, size: int, mtime_ns: int) -> None:
+def _check_version(path: Path, size: int, mtime_ns: int) -> int | None:
     """:func:`check_gguf` of one version of a file, once a process: reading a GGUF's metadata
-    (its whole vocabulary) takes seconds, and a sweep plans every job's models before it runs."""
+    (its whole vocabulary) takes seconds, and a sweep plans every job's models before it runs.
+    Returns its decoder layers (:func:`gguf_layers`)."""
     reader = _reader(path)
     arch = _field(reader, "general.architecture")
     architectures = _architectures()
@@ -112,6 +121,8 @@ def _check_version(path: Path, size: int, mtime_ns: int) -> None:
     if found - types:
         raise UserError(f"model {path} holds tensors of type {', '.join(sorted(found - types))}, which transformers "
                         f"cannot dequantise for {arch!r}; use another quantisation of the model.")
+    blocks = reader.fields.get(f"{arch}.block_count")
+    return int(blocks.parts[blocks.data[0]][0]) if blocks is not None else None
 
 
 def _key(path: Path) -> str:

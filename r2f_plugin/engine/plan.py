@@ -21,8 +21,8 @@ from ..plugins import registry
 from ..task import HELD_OUT, SEEN
 from . import protocol
 from .config import SPLITS, TEACH_EPOCHS, TEACH_LR, RunConfig, check_bounds
-from .embedded import EmbeddedSpec
-from .pretrained import check_model_path, first_layers_of
+from .embedded import DEFAULT_MODEL, EmbeddedSpec
+from .pretrained import check_model_path, decoder_layers, first_layers_of
 from .scope import Scope, scored_split
 from .views import check_paraphraser
 
@@ -34,6 +34,14 @@ def capped_threads(threads: int | None, progress: Callable[[str], None]) -> int 
         return threads
     progress(f"warning: --threads {threads} is more than the {cores} cores available here; using {cores}")
     return cores
+
+
+def model_layers(spec: str) -> int | None:
+    """The decoder layers of the model ``spec`` names, read without building or loading it
+    (``None``: a hub model's, known once loaded)."""
+    if spec.startswith("embedded"):
+        return (DEFAULT_MODEL if spec == "embedded" else EmbeddedSpec.parse(spec)).layers
+    return decoder_layers(spec)
 
 
 class Plan:
@@ -58,7 +66,8 @@ class Plan:
             raise UserError(f"unknown split {config.split!r}; use {' or '.join(SPLITS)}.")
         check_bounds(config)
         check_paraphraser(config.paraphraser)
-        for spec in (config.model,) if first_layers_of(config.proxy) is not None else (config.model, config.proxy):
+        cut = first_layers_of(config.proxy)
+        for spec in (config.model,) if cut is not None else (config.model, config.proxy):
             if not spec.startswith("embedded"):
                 check_model_path(spec)
             elif spec not in ("embedded", "embedded-proxy"):
@@ -66,6 +75,10 @@ class Plan:
         if config.model.startswith("embedded") and (config.teach_epochs, config.teach_lr) != (TEACH_EPOCHS, TEACH_LR):
             raise UserError("--teach-epochs and --teach-lr set how a pretrained model (--model NAME, DIR or FILE.gguf) "
                             "is taught a knowledge world; the embedded models keep their own schedule: drop them.")
+        layers = model_layers(config.model) if cut is not None else None
+        if layers is not None and not 1 <= cut < layers:  # a hub model's: checked where the proxy is cut
+            raise UserError(f"--proxy first-layers:{cut}: {config.model} has {layers} decoder layers; keep between 1 "
+                            f"and {layers - 1}.")
         if config.model.startswith("embedded") and config.chat_template == "on":
             raise UserError("--chat-template on, but the embedded models have no chat template; drop it, or pass "
                             "--model with an instruct model.")

@@ -5,6 +5,7 @@ first-layers proxy cut from a model (``--proxy first-layers:N``)."""
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 from typing import Any, Callable
 
@@ -12,7 +13,7 @@ import torch
 
 from ..errors import UserError
 from .config import DTYPES
-from .gguf_models import check_gguf, gguf_folder, is_gguf
+from .gguf_models import check_gguf, gguf_folder, gguf_layers, is_gguf
 
 def check_model_path(name_or_path: str) -> None:
     """One line, before anything loads, for a local model path that does not exist (a
@@ -22,6 +23,20 @@ def check_model_path(name_or_path: str) -> None:
     elif name_or_path.startswith((".", "/", "~")) and not Path(name_or_path).expanduser().exists():
         raise UserError(f"model path {name_or_path} does not exist; pass a local directory with safetensors weights, "
                         f"or a hub name such as mistralai/Mistral-7B-v0.1.")
+
+
+def decoder_layers(name_or_path: str) -> int | None:
+    """How many decoder layers a local model has, read without loading it (a GGUF file's
+    metadata, a folder's ``config.json``); ``None`` for a hub name or where none is recorded."""
+    if is_gguf(name_or_path):
+        return gguf_layers(Path(name_or_path).expanduser())
+    config = Path(name_or_path).expanduser() / "config.json"
+    try:
+        fields = json.loads(config.read_text(encoding="utf-8")) if config.is_file() else {}
+    except (OSError, ValueError):
+        return None
+    n = fields.get("num_hidden_layers", fields.get("n_layer")) if isinstance(fields, dict) else None
+    return n if isinstance(n, int) else None
 
 
 def pretrained_key(model: torch.nn.Module, loaded_from: str) -> str:

@@ -113,3 +113,23 @@ def test_the_run_refuses_an_unloadable_gguf_before_any_model_loads(source, tmp_p
     assert main(["--method", "fullgrad", "--task", "rwku", "--model", str(path), "--output", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: model") and "Q8_1" in err[0]
+
+
+def test_a_first_layers_proxy_as_deep_as_the_model_is_refused_before_any_model_loads(source, tmp_path, capsys,
+                                                                                       monkeypatch):
+    """The depth comes from the file's metadata (and a folder's config.json); before, the
+    range was checked only when the proxy was cut, after the model had been loaded twice."""
+    from r2f_bench.cli import main
+    from r2f_bench.engine import pretrained
+    from r2f_bench.engine.pretrained import decoder_layers
+
+    model, tok = source
+    path = write_gguf(model, tok, tmp_path / "m.gguf")
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "folder" / "config.json").write_text('{"num_hidden_layers": 30}')
+    assert (decoder_layers(str(path)), decoder_layers(str(tmp_path / "folder")), decoder_layers("org/name")) == (2, 30, None)
+    monkeypatch.setattr(pretrained, "hf_model", lambda *a, **k: pytest.fail("a model was loaded"))
+    assert main(["--method", "r2f", "--task", "rwku", "--model", str(path), "--proxy", "first-layers:2",
+                 "--output", str(tmp_path / "o")]) == 2
+    assert capsys.readouterr().err.strip() == \
+        f"error: --proxy first-layers:2: {path} has 2 decoder layers; keep between 1 and 1."
