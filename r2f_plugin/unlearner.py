@@ -225,6 +225,11 @@ def at_least(bound: float) -> Check:
     return lambda value: None if value >= bound else f">= {bound}"
 
 
+def existing_file(value: str) -> str | None:
+    """An empty value means unset; any other names a file that exists."""
+    return None if not value or Path(value).expanduser().is_file() else "an existing file"
+
+
 def one_of(*choices: str) -> Check:
     return lambda value: None if value in choices else f"one of {', '.join(choices)}"
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -22,10 +22,11 @@ def _permute(weights: np.ndarray, heads: int) -> np.ndarray:
 
 
 def write_gguf(model: torch.nn.Module, tokenizer: Any, path: Path, architecture: str = "llama",
-               quantize: str | None = None) -> Path:
+               quantize: str | None = None, keep: Callable[[str], bool] = lambda name: True) -> Path:
     """Write ``model`` (Llama/Mistral layout, tied embeddings) and ``tokenizer`` to ``path``;
     ``quantize`` (e.g. ``"Q8_0"``) stores the 2-D weight matrices in that block type (zero
-    blocks for a type the gguf package cannot quantise, e.g. ``"Q8_1"``)."""
+    blocks for a type the gguf package cannot quantise, e.g. ``"Q8_1"``); only the tensors
+    whose GGUF name ``keep`` accepts are written (to make damaged files)."""
     import gguf
 
     cfg = model.config
@@ -53,6 +54,8 @@ def write_gguf(model: torch.nn.Module, tokenizer: Any, path: Path, architecture:
     state = {k: v.detach().float().numpy() for k, v in model.state_dict().items()}
 
     def add(name: str, x: np.ndarray) -> None:
+        if not keep(name):
+            return
         if quantize and x.ndim == 2:
             kind = gguf.GGMLQuantizationType[quantize]
             try:

@@ -9,6 +9,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from ..atomic import check_writable
 from ..results.frontier import TOLERANCE
 from ..results.frontier_run import run_frontier
 from ..results.frontier_settings import Settings
@@ -28,6 +29,8 @@ def run(args: argparse.Namespace) -> dict[str, Any] | None:
     """Run, refine and tabulate the frontier, print its tables; its JSON (``None``: this
     process ran its share under ``accelerate launch``, and the main one tabulates)."""
     launch = launcher(args, say(args))  # a missing submitit or a bad combination fails first
+    if args.out_dir:  # before the rounds, not after them
+        check_writable(Path(args.out_dir), "--out-dir")
     settings = Settings(comma_list(args.methods), args.task, parse_seeds(args.seeds), run_values(args), args.points,
                         args.refine, args.baseline, args.keep_going, budget_deadline(args), args.after,
                         args.name_control)

@@ -116,6 +116,9 @@ def _check_version(path: Path, size: int, mtime_ns: int) -> int | None:
     if architectures and arch not in architectures:
         raise UserError(f"model {path} is a GGUF of architecture {arch!r}, which transformers cannot load from GGUF "
                         f"(it loads {', '.join(sorted(architectures))}); convert the model to safetensors instead.")
+    if _field(reader, "general.type") == "adapter" or not reader.tensors:
+        raise UserError(f"model {path} holds {'an adapter' if reader.tensors else 'no weights'}, not a whole model; "
+                        f"pass the model's own GGUF file.")
     found = {t.tensor_type.name for t in reader.tensors}
     types = _loader_types(arch, found)
     if found - types:
@@ -159,8 +162,18 @@ def gguf_folder(path: Path, progress: Callable[[str], None] = print) -> Path:
     if folder.exists():
         set_aside(folder, "incomplete conversion", progress)
     progress(f"model {path.name}: converting the GGUF file to safetensors (once; cached at {folder})")
-    model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32)
-    tok = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+    try:
+        model, loading = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name,
+                                                              dtype=torch.float32, output_loading_info=True)
+        tok = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+    except Exception as exc:  # a file its checks pass that transformers still cannot read
+        first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+        raise UserError(f"cannot convert model {path} ({type(exc).__name__}: {first}); convert the model to "
+                        f"safetensors with its own tools and pass the folder.") from None
+    if loading["missing_keys"]:  # transformers would start them at random
+        missing = sorted(loading["missing_keys"])
+        raise UserError(f"model {path} lacks {len(missing)} weight(s) of its architecture ({', '.join(missing[:3])}"
+                        f"{', …' if len(missing) > 3 else ''}); it is damaged or not a whole model: pass another file.")
     # the weights are already dequantised float32: drop the quantiser, which refuses to save
     model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):

@@ -9,6 +9,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from ..atomic import check_writable
 from ..cli.options import add_json_option, add_run_options, add_task_option, json_command, run_config, say
 from ..errors import UserError
 from ..engine.run import Run
@@ -63,6 +64,10 @@ def _run(args: argparse.Namespace, method_params: dict[str, str] | None = None) 
 
 
 def cmd_fit(args: argparse.Namespace) -> None:
+    if args.out:  # before the fit, not after it
+        if Path(args.out).is_dir():
+            raise UserError(f"--out {args.out} is a directory; pass a file path such as {Path(args.out) / 'decoder.safetensors'}.")
+        check_writable(Path(args.out).parent, "--out's folder")
     run = _run(args)
     decoder = run.method.decoder
     if args.out:
@@ -86,6 +91,8 @@ def evaluate(args: argparse.Namespace) -> list[dict[str, Any]]:
                         f"choose from {', '.join(ROWS)}.")
     if args.facts < 1:
         raise UserError(f"--facts is {args.facts}; evaluate on at least 1 held-out fact (default 30).")
+    if args.decoder and not Path(args.decoder).is_file():
+        raise UserError(f"--decoder {args.decoder} is not a file; pass one `r2f-bench decoder fit --out` wrote.")
     run = _run(args, {"decoder_path": args.decoder} if args.decoder else None)
     p, ctx = run.method.params, run.ctx
     facts = [f for t in run.targets for f in t.request][: args.facts]

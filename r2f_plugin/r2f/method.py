@@ -51,7 +51,7 @@ from ..training.lora import LoraGrad, lora_probe, role_of
 from ..training.lowrank import LowRank
 from ..training.one_step import OneStepUnlearner, StepParams
 from ..progress import bar
-from ..unlearner import Context, at_least, one_of, tuned
+from ..unlearner import Context, at_least, existing_file, one_of, tuned
 from .decoder import KINDS, CosineMeter, GradientDecoder, fit
 
 AGGREGATES = ("before", "after")
@@ -64,7 +64,8 @@ class R2FParams(StepParams):
     decoder: str = field(default="two_sided", metadata={"help": "decoder form: two_sided, projection (the floor) or learned (the paper's MSE-fitted maps)", "check": one_of(*KINDS)})
     aggregate: str = field(default="before", metadata={"help": "average each fact's views, then decode (before; the paper's order) or decode every view, then average (after: closer to the exact gradient, 5x the memory)",
                                                            "check": one_of(*AGGREGATES)})
-    decoder_path: str = field(default="", metadata={"help": "load this fitted decoder (.safetensors) instead of fitting one"})
+    decoder_path: str = field(default="", metadata={"help": "load this fitted decoder (.safetensors) instead of fitting one",
+                                                    "check": existing_file})
     fit_examples: int = field(default=1000, metadata={"help": "max proxy examples for fitting (paper: 1k)", "check": at_least(1)})
     micro_batch_tokens: int = field(default=MICRO_BATCH_TOKENS, metadata={
         "help": "padded tokens per forward/backward pass (at most 8 sequences; 0: 8 sequences whatever their length): peak activation memory is one such pass's",

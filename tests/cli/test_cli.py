@@ -279,3 +279,12 @@ def test_commands_over_seeds_refuse_one_runs_seed(command, fake_run, tmp_path, m
 @pytest.mark.parametrize("value", ["0.9", "nan", "150"])
 def test_tune_refuses_a_utility_floor_off_the_percent_scale(value, capsys):
     _bad(["tune", "--methods", "r2f", "--min-gur", value], capsys, "--min-gur is the share of utility kept, in %")
+
+
+def test_frontier_checks_its_out_dir_before_the_rounds(fake_run, tmp_path, capsys):
+    """Before: an --out-dir that is a file failed after every round, naming --output."""
+    target = tmp_path / "a-file"
+    target.write_text("")
+    _bad(["frontier", "--methods", "r2f", "--output", str(tmp_path / "store"), "--out-dir", str(target)], capsys,
+         f"--out-dir {target} is a file; pass a directory.")
+    assert not fake_run.CALLS

@@ -80,6 +80,18 @@ def test_files_it_cannot_load_get_one_line(source, tmp_path):
         check_model_path(str(write_gguf(model, tok, tmp_path / "rwkv.gguf", architecture="rwkv9")))
     with pytest.raises(UserError, match="type Q8_1.*cannot dequantise for 'llama'"):
         check_model_path(str(write_gguf(model, tok, tmp_path / "q81.gguf", quantize="Q8_1")))
+    with pytest.raises(UserError, match="holds no weights, not a whole model"):  # a vocabulary-only file
+        check_model_path(str(write_gguf(model, tok, tmp_path / "vocab.gguf", keep=lambda name: False)))
+
+
+def test_a_file_missing_weights_is_refused_not_filled_at_random(source, tmp_path):
+    """transformers starts the weights a file lacks at random, with a warning among many."""
+    from r2f_bench.engine.gguf_models import gguf_folder
+
+    model, tok = source
+    path = write_gguf(model, tok, tmp_path / "holed.gguf", keep=lambda name: not name.startswith("blk.1.ffn_down"))
+    with pytest.raises(UserError, match=r"lacks 1 weight\(s\) of its architecture \(model.layers.1.mlp.down_proj.weight\)"):
+        gguf_folder(path, progress=lambda m: None)
 
 
 def test_a_file_is_checked_once_until_it_changes(source, tmp_path, monkeypatch):
