@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import errno
-import functools
 import os
 import signal
 import sys
@@ -23,15 +22,20 @@ from .run import cmd_run
 BUILT_IN = (listing, scan, cache, tune, sweep, frontier, table, plot)
 
 
+class Parser(argparse.ArgumentParser):
+    """A parser that takes no abbreviated option (``frontier --seed 3`` is never ``--seeds 3``);
+    the parsers of its commands, and of theirs, are Parsers too."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **{"allow_abbrev": False, **kwargs})
+
+
 def build_parser() -> argparse.ArgumentParser:
-    # no abbreviations: `frontier --seed 3` would silently be `--seeds 3`
-    parser = argparse.ArgumentParser(prog="r2f-bench", description="Run, compare and extend LLM unlearning methods.",
-                                     allow_abbrev=False)
+    parser = Parser(prog="r2f-bench", description="Run, compare and extend LLM unlearning methods.")
     add_method_option(parser, "unlearning method to run")
     add_task_option(parser, "to run it on", default=None)
     add_run_options(parser)
-    sub = parser.add_subparsers(dest="command", metavar="command",
-                                parser_class=functools.partial(argparse.ArgumentParser, allow_abbrev=False))
+    sub = parser.add_subparsers(dest="command", metavar="command")
     for module in BUILT_IN:
         module.add_parser(sub)
     registry().add_commands(sub)
