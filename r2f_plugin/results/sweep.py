@@ -107,7 +107,8 @@ def sweep_jobs(methods: Sequence[str], tasks: Sequence[str], seeds: Sequence[int
     ``ablation`` multiplies the jobs by its settings: ``rank`` (R2F's LoRA rank,
     ``params["rank"]``), ``views`` (1-8), or ``transfer`` (every target model ×
     every proxy; :data:`TRANSFER_TARGETS` × :data:`TRANSFER_PROXIES` unless
-    models or proxies are given).
+    models or proxies are given). A method that uses no proxy runs with the first proxy
+    only: the others would repeat its work under other keys.
     """
     params = dict(params or {})
     settings: list[dict[str, Any]]
@@ -127,6 +128,8 @@ def sweep_jobs(methods: Sequence[str], tasks: Sequence[str], seeds: Sequence[int
     jobs: dict[str, Job] = {}
     for seed, task, model, proxy, setting, method in itertools.product(
             seeds, tasks, models, proxies, settings, methods):
+        if proxy != proxies[0] and not _uses_proxy(method):
+            continue
         fields: dict[str, Any] = {"method": method, "task": task, "seed": seed, "output": output,
                                   "params": dict(params), **common}
         for name, value in (("model", model), ("proxy", proxy)):
@@ -136,6 +139,14 @@ def sweep_jobs(methods: Sequence[str], tasks: Sequence[str], seeds: Sequence[int
         job = Job(fields)
         jobs.setdefault(job.label, job)
     return list(jobs.values())
+
+
+def _uses_proxy(method: str) -> bool:
+    """Whether ``method`` reads ``--proxy`` (a name not registered here: assumed to)."""
+    try:
+        return plugin_registry().method(method).uses_proxy
+    except UserError:
+        return True
 
 
 def check_params(jobs: Sequence[Job], registry: Any = None) -> None:

@@ -59,6 +59,12 @@ def test_plan_product_order_and_presets():
         sweep_jobs(["r2f"], ["rwku"], [0], ablation="depth")
 
 
+def test_a_method_without_a_proxy_runs_once_whatever_the_proxies():
+    """Before: fullgrad ran once per --proxy, the same work under two store keys."""
+    jobs = sweep_jobs(["r2f", "fullgrad"], ["rwku"], [0], proxies=["a", "b"])
+    assert [(j.fields["method"], j.fields["proxy"]) for j in jobs] == [("r2f", "a"), ("fullgrad", "a"), ("r2f", "b")]
+
+
 def test_shards_partition_the_plan():
     jobs = sweep_jobs(["a", "b", "c"], ["x"], [0, 1, 2])
     parts = [shard(jobs, i, 4) for i in range(4)]
