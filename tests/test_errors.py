@@ -508,3 +508,14 @@ def test_cpu_threads_follow_the_option_the_environment_the_load_and_the_process_
     assert cpu_threads(None, 1) == 2
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     assert cpu_threads(None, 1, load=0.0) == 1
+
+
+def test_cache_build_checks_the_cache_before_teaching(tmp_path, capsys, monkeypatch):
+    """Before: a models folder that is a file failed only after the recipe was taught."""
+    from r2f_bench.engine import demo_rebuild
+
+    monkeypatch.setattr(demo_rebuild, "rebuild", lambda *a, **k: pytest.fail("taught"))
+    monkeypatch.setenv("R2F_BENCH_CACHE", os.environ["R2F_BENCH_CACHE"])  # put back after the next line moves it
+    _cache_with_file(tmp_path, "models")
+    assert main(["cache", "build"]) == 2
+    assert capsys.readouterr().err.strip() == f"error: the cache's models folder {tmp_path}/cache/models is a file; pass a directory."

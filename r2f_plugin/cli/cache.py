@@ -10,7 +10,7 @@ from typing import Any
 from pathlib import Path
 
 from ..errors import UserError
-from ..cache import KINDS, cache_root
+from ..cache import KINDS, cache_root, check_cache
 from .options import add_quiet_option, add_seeds_option, add_task_option, say
 
 
@@ -52,7 +52,9 @@ def cmd_build(args: argparse.Namespace) -> None:
     from ..engine.demo_rebuild import rebuild
     from ..results.sweep import parse_seeds
 
-    for rebuilt in rebuild(args.task, parse_seeds(args.seeds), args.ship, say(args)):
+    seeds = parse_seeds(args.seeds)
+    check_cache()  # before the teaching, not after it
+    for rebuilt in rebuild(args.task, seeds, args.ship, say(args)):
         print(rebuilt.line())
 
 
