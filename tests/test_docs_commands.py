@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from r2f_bench.cli.main import build_parser
+from r2f_bench.cli.main import build_parser, refuse_options_before
 from r2f_bench.engine.config import names
 from r2f_bench.plugins import registry
 from r2f_bench.unlearner import method_variant, parse_assignments
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted(ROOT.glob("r2f_plugin/tasks/*/README.md"))]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted(ROOT.glob("tasks/*/README.md"))]
 CALL = re.compile(r"^(?:r2f-bench|[^#].*-m r2f_bench)(?=\s|$)")  # not in a comment
 
 
@@ -41,13 +41,15 @@ def test_the_docs_hold_commands():
 
 @pytest.mark.parametrize("line", CASES)
 def test_a_documented_command_is_valid(line):
-    err = io.StringIO()
+    err, parser, argv = io.StringIO(), build_parser(), shlex.split(line)
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
         try:
-            args = build_parser().parse_args(shlex.split(line))
+            args = parser.parse_args(argv)
         except SystemExit as exit_:
             assert not exit_.code, err.getvalue()
             return  # --help
+    if args.command:
+        refuse_options_before(parser, argv, args.command)
     plugins = registry()
     known = {kind: {i.name for i in plugins.listing(kind)} | {"all"} for kind in ("method", "task")}
     for task in names(getattr(args, "tasks", None) or getattr(args, "task", None)) or []:
@@ -56,5 +58,5 @@ def test_a_documented_command_is_valid(line):
     for entry in names(getattr(args, "methods", None) or getattr(args, "method", None)) or []:
         name, overrides = method_variant(entry)
         assert name in known["method"], f"unknown method {name!r}"
-        if name != "all":
-            plugins.method(name).parse_params({**settings, **overrides})
+        for method in known["method"] - {"all"} if name == "all" else [name]:
+            plugins.method(method).parse_params({**settings, **overrides})

@@ -23,8 +23,8 @@ BUILT_IN = (listing, scan, cache, tune, sweep, frontier, table, plot)
 
 
 class Parser(argparse.ArgumentParser):
-    """A parser that takes no abbreviated option (``frontier --seed 3`` is never ``--seeds 3``);
-    the parsers of its commands, and of theirs, are Parsers too."""
+    """A parser that takes no abbreviated option (without ``--seed``, ``frontier --seed 3``
+    would be ``--seeds 3``); the parsers of its commands, and of theirs, are Parsers too."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **{"allow_abbrev": False, **kwargs})

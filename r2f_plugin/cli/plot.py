@@ -8,19 +8,15 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
-from ..results.cells import newest_per_cell, tabulable
 from ..results.plots import AXES, plot_ablation
 from ..results.store import Store
 from .options import add_out_dir_option, add_store_option
-from .table import reasons
+from .table import counted, reasons
 
 
 def plot_command(args: argparse.Namespace) -> None:
     store = Store(args.output)
-    records, skipped = tabulable(store.records())
-    for line in skipped:
-        print(f"warning: skipped record {line}", file=sys.stderr)
-    records, aside = newest_per_cell(records)
+    records, _, aside = counted(store)
     if aside:
         print(f"{sum(aside.values())} records set aside: a (target, seed) cell counts its newest record once "
               f"({reasons(aside)})", file=sys.stderr)

@@ -15,7 +15,7 @@ from ..plugins import registry as plugin_registry
 from ..results.launch import add_launcher_options, launcher
 from ..results.store import Store
 from ..results.sweep import (ABLATIONS, check_params, comma_list, execute, expand, parse_seeds, process_tag, refusal,
-                             refused, shard, sweep_jobs)
+                             set_up, shard, sweep_jobs)
 from .options import (add_budget_option, add_keep_going_option, add_methods_option, add_quiet_option,
                       add_seeds_option, add_sweep_run_options, budget_deadline, run_values, say)
 
@@ -49,6 +49,10 @@ def sweep_command(args: argparse.Namespace) -> None:
                       ablation=args.ablation, models=given.pop("model", None) or [None],
                       proxies=given.pop("proxy", None) or [None], **given)
     check_params(jobs)
+    if launch is not None or args.dry_run:  # a local run sets up its own share as it starts
+        bad = set_up(jobs)[1]
+        if bad:
+            raise refusal(bad)
     if launch is not None:
         return submit_sweep(args, launch, jobs)
 
@@ -56,9 +60,6 @@ def sweep_command(args: argparse.Namespace) -> None:
     process = (state.process_index, state.num_processes)
     try:
         if args.dry_run:
-            bad = refused(jobs)
-            if bad:
-                raise refusal(bad)
             share = {j.label for j in shard(jobs, *process)}
             for n, job in enumerate(jobs, 1):
                 print(f"{n:4d} {'*' if job.label in share else ' '} {job.label}")

@@ -18,15 +18,23 @@ from ..results.store import Store
 from .options import add_json_option, add_out_dir_option, add_store_option, json_command
 
 
-def tabulate(args: argparse.Namespace) -> dict[str, Any]:
-    """Write the tables, print them and what they rest on; return the same as a JSON object."""
-    store = Store(args.output)
+def counted(store: Store, all_versions: bool = False) -> tuple[list[dict[str, Any]], list[str], Counter[str]]:
+    """The store's records a table or plot counts (each cell's newest; ``all_versions``: per
+    version), each one skipped named in a warning on stderr; the skipped (``KEY: why``) and
+    how many were set aside, by why."""
     records, skipped = tabulable(store.records())
     for line in skipped:
         print(f"warning: skipped record {line}", file=sys.stderr)
+    kept, aside = newest_per_cell(records, all_versions)
+    return kept, skipped, aside
+
+
+def tabulate(args: argparse.Namespace) -> dict[str, Any]:
+    """Write the tables, print them and what they rest on; return the same as a JSON object."""
+    store = Store(args.output)
+    records, skipped, aside = counted(store, args.all_versions)
     if not records:
         raise UserError(f"no results in {store.jobs}; run `r2f-bench sweep --output {args.output}` first, or point --output at a results store.")
-    records, aside = newest_per_cell(records, args.all_versions)
     tables = build_tables(records, phases=args.phases, reference=registry().cost_reference(), baseline=args.baseline)
     for t in tables:
         t.note += pooling_note(aside, args.all_versions)

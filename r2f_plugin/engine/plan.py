@@ -21,7 +21,7 @@ from ..plugins import registry
 from ..task import HELD_OUT, SEEN
 from . import protocol
 from .config import SPLITS, TEACH_EPOCHS, TEACH_LR, RunConfig, check_bounds
-from .embedded import DEFAULT_MODEL, EmbeddedSpec
+from .embedded import DEFAULT_MODEL, DEFAULT_PROXY, EmbeddedSpec
 from .pretrained import check_model_path, decoder_layers, first_layers_of
 from .scope import Scope, scored_split
 from .views import check_paraphraser
@@ -39,9 +39,10 @@ def capped_threads(threads: int | None, progress: Callable[[str], None]) -> int 
 def model_layers(spec: str) -> int | None:
     """The decoder layers of the model ``spec`` names, read without building or loading it
     (``None``: a hub model's, known once loaded)."""
-    if spec.startswith("embedded"):
-        return (DEFAULT_MODEL if spec == "embedded" else EmbeddedSpec.parse(spec)).layers
-    return decoder_layers(spec)
+    defaults = {"embedded": DEFAULT_MODEL, "embedded-proxy": DEFAULT_PROXY}
+    if spec in defaults:
+        return defaults[spec].layers
+    return EmbeddedSpec.parse(spec).layers if spec.startswith("embedded") else decoder_layers(spec)
 
 
 class Plan:
@@ -66,8 +67,9 @@ class Plan:
             raise UserError(f"unknown split {config.split!r}; use {' or '.join(SPLITS)}.")
         check_bounds(config)
         check_paraphraser(config.paraphraser)
-        cut = first_layers_of(config.proxy)
-        for spec in (config.model,) if cut is not None else (config.model, config.proxy):
+        proxy = self.method_cls is not None and self.method_cls.uses_proxy  # else --proxy is never read
+        cut = first_layers_of(config.proxy) if proxy else None
+        for spec in (config.model,) if cut is not None or not proxy else (config.model, config.proxy):
             if not spec.startswith("embedded"):
                 check_model_path(spec)
             elif spec not in ("embedded", "embedded-proxy"):

@@ -91,7 +91,7 @@ def evaluate(args: argparse.Namespace) -> list[dict[str, Any]]:
                         f"choose from {', '.join(ROWS)}.")
     if args.facts < 1:
         raise UserError(f"--facts is {args.facts}; evaluate on at least 1 held-out fact (default 30).")
-    if args.decoder and not Path(args.decoder).is_file():
+    if args.decoder and not Path(args.decoder).expanduser().is_file():
         raise UserError(f"--decoder {args.decoder} is not a file; pass one `r2f-bench decoder fit --out` wrote.")
     run = _run(args, {"decoder_path": args.decoder} if args.decoder else None)
     p, ctx = run.method.params, run.ctx

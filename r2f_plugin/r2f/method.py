@@ -101,7 +101,7 @@ class R2F(OneStepUnlearner):
 
     def setup(self, model: torch.nn.Module, ctx: Context) -> None:
         p = self.params
-        self.decoder = GradientDecoder.load(Path(p.decoder_path)) if p.decoder_path else self._fit_on_proxy(ctx)
+        self.decoder = GradientDecoder.load(Path(p.decoder_path).expanduser()) if p.decoder_path else self._fit_on_proxy(ctx)
         self.decoder.check_fits(p.rank, list(lora_probe(model, p.rank, ctx.target_modules, seed=ctx.seed).layers))
 
     def _fit_on_proxy(self, ctx: Context) -> GradientDecoder:

@@ -14,6 +14,7 @@ The command line is :mod:`r2f_bench.cli.sweep` (``r2f-bench sweep``; under Accel
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import itertools
 import sys
@@ -154,9 +155,12 @@ def check_params(jobs: Sequence[Job], registry: Any = None) -> None:
     rejects its value: a sweep applies ``--set`` to every method it names."""
     registry = registry or plugin_registry()
     for job in jobs:
+        method = registry.method(job.fields["method"])
         try:
-            registry.method(job.fields["method"]).parse_params(job.fields.get("params"))
+            method.parse_params(job.fields.get("params"))
         except UserError as err:
+            if not set(job.fields.get("params") or {}) - {f.name for f in dataclasses.fields(method.Params)}:
+                raise  # a bad value: its own line says it
             raise UserError(f"{err} A sweep's --set applies to every method in --methods: sweep the methods "
                             "that lack it separately, into the same --output.") from None
 
@@ -189,7 +193,7 @@ def execute(jobs: Sequence[Job], output: str, *, runner: type[Run] | None = None
     ``targets``, ``data_revision()``, ``versions()``, ``resolved_params()`` and
     ``run_target(target)`` (default: :func:`default_runner`). ``process`` is
     (index, count); by default it comes from Accelerate. Of several jobs, each is set up
-    before any runs (:func:`refused`). A failing job stops the sweep unless ``keep_going``,
+    before any runs (:func:`set_up`). A failing job stops the sweep unless ``keep_going``,
     in which case the failures are listed in the report.
     """
     runner = runner or default_runner()
@@ -206,9 +210,9 @@ def execute(jobs: Sequence[Job], output: str, *, runner: type[Run] | None = None
     store.check()
     mine = shard(jobs, index, count)
     report = SweepReport(planned=len(jobs), assigned=len(mine))
-    bad = refused(mine, runner) if len(mine) > 1 else {}  # one job fails as itself, at once
+    keys, bad = set_up(mine, runner, keep_going) if len(mine) > 1 else ({}, {})  # one job fails as itself
     if bad and not keep_going:
-        raise refusal(bad)
+        raise refusal(bad, process)
     for label, why in bad.items():
         report.failed.append(f"{label}: {why}")
         say(f"job refused: {label}: {why}")
@@ -232,7 +236,7 @@ def execute(jobs: Sequence[Job], output: str, *, runner: type[Run] | None = None
                 gc.collect()  # before the next job builds its own
             if report.ran > ran:
                 kept = forecast.measured(job, [r for r in map(store.get, report.job_keys.get(job.label, [])) if r],
-                                         mine[n:], partial(_pending, runner=runner, store=store, replace=replace))
+                                         mine[n:], partial(_pending, keys=keys, store=store, replace=replace))
                 report.cut += [j.label for j in mine[n:] if all(j is not k for k in kept)]
                 mine = mine[:n] + kept
         forecast.check(n == len(mine))
@@ -257,24 +261,30 @@ def _keyed(job: Job, runner: type[Run], say: Progress) -> tuple[Run, dict[str, A
                                                        for t in run.targets]
 
 
-def refused(jobs: Sequence[Job], runner: type[Run] | None = None) -> dict[str, str]:
-    """Why each job whose options or data do not check out would fail, by label: every job's
-    run is set up (its options checked, its data read; no model built) before any runs."""
+def set_up(jobs: Sequence[Job], runner: type[Run] | None = None,
+           keep_going: bool = False) -> tuple[dict[str, list[str]], dict[str, str]]:
+    """Every job's run set up before any runs (options checked, data read, no model built):
+    the store keys of each that checks out, and why each other would fail, by label (with
+    ``keep_going`` also a failure other than bad input, which would otherwise propagate)."""
     runner = runner or default_runner()
-    out = {}
+    keys, bad = {}, {}
     for job in jobs:
         try:
-            _keyed(job, runner, lambda msg: None)
+            keys[job.label] = _keyed(job, runner, lambda msg: None)[-1]
         except UserError as exc:
-            out[job.label] = str(exc)
-    return out
+            bad[job.label] = str(exc)
+        except Exception as exc:  # noqa: BLE001 - listed as the job's failure, as a run's would be
+            if not keep_going:
+                raise
+            bad[job.label] = f"{type(exc).__name__}: {exc}"
+    return keys, bad
 
 
-def refusal(bad: Mapping[str, str]) -> UserError:
-    """The one line that refuses the jobs :func:`refused` found (the first, and how many more)."""
+def refusal(bad: Mapping[str, str], process: tuple[int, int] = (0, 1)) -> UserError:
+    """The one line that refuses the jobs :func:`set_up` found (the first, and how many more)."""
     label, why = next(iter(bad.items()))
-    more = f" ({len(bad) - 1} more job(s) refused)" if len(bad) > 1 else ""
-    return UserError(f"job {label}: {why}{more} Nothing was run.")
+    more = f" {len(bad) - 1} more job(s) refused." if len(bad) > 1 else ""
+    return UserError(f"job {label}: {why}{more} Nothing was run{' by this process' * (process[1] > 1)}.")
 
 
 def stored_keys(jobs: Sequence[Job], runner: type[Run] | None = None) -> dict[str, list[str]]:
@@ -283,10 +293,11 @@ def stored_keys(jobs: Sequence[Job], runner: type[Run] | None = None) -> dict[st
     return {job.label: _keyed(job, runner, lambda msg: None)[-1] for job in jobs}
 
 
-def _pending(job: Job, *, runner: type[Run], store: Store, replace: bool) -> int:
-    """How many of ``job``'s targets running it would run (all with ``replace``)."""
-    keys = _keyed(job, runner, lambda msg: None)[-1]
-    return len(keys) if replace else sum(not store.done(key) for key in keys)
+def _pending(job: Job, *, keys: Mapping[str, list[str]], store: Store, replace: bool) -> int:
+    """How many of ``job``'s targets (their store keys: ``keys``, by label) running it would
+    run (all with ``replace``)."""
+    mine = keys[job.label]
+    return len(mine) if replace else sum(not store.done(key) for key in mine)
 
 
 def _run_job(job: Job, runner: type[Run], store: Store, report: SweepReport, say: Progress, replace: bool) -> None:

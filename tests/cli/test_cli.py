@@ -256,19 +256,19 @@ def test_an_ablation_sweep_defaults_to_the_methods_that_declare_it(capsys, tmp_p
     assert total.startswith("5 jobs planned") and all("r2f/rwku/seed0 [rank=" in line for line in planned)
 
 
-def test_run_options_before_a_command_are_refused(capsys):
+def test_run_options_before_a_command_are_refused(fake_run, tmp_path, capsys):
     """Before, argparse let the command's defaults overwrite them: the sweep below ran the
     embedded model into r2f-output with exit 0."""
     _bad(["--limit", "1", "--model", "./llama", "sweep", "--methods", "r2f", "--dry-run"], capsys,
          "--limit, --model given before the command 'sweep', which reads its options only after it; "
          "write r2f-bench sweep --limit ….")
-    assert main(["sweep", "--methods", "r2f", "--limit", "1", "--dry-run"]) == 0  # after it: read
+    assert main(["sweep", "--methods", "r2f", "--limit", "1", "--output", str(tmp_path), "--dry-run"]) == 0  # after it
 
 
 @pytest.mark.parametrize("command", [["frontier", "--methods", "r2f"], ["tune", "--methods", "r2f"]])
 def test_commands_over_seeds_refuse_one_runs_seed(command, fake_run, tmp_path, monkeypatch, capsys):
-    """--seed was read as an abbreviation of --seeds (argparse's default), and had it not
-    been, as one run's --seed, which these commands ignore; now it is refused."""
+    """--seed was accepted as one run's seed and ignored (every job took its seed from
+    --seeds); now it is refused, as any abbreviation of --seeds would be."""
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SystemExit) as exit_:
         main(command + ["--seed", "3"])

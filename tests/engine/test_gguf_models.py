@@ -132,7 +132,7 @@ def test_a_first_layers_proxy_as_deep_as_the_model_is_refused_before_any_model_l
     """The depth comes from the file's metadata (and a folder's config.json); before, the
     range was checked only when the proxy was cut, after the model had been loaded twice."""
     from r2f_bench.cli import main
-    from r2f_bench.engine import pretrained
+    from r2f_bench.engine import build
     from r2f_bench.engine.pretrained import decoder_layers
 
     model, tok = source
@@ -140,7 +140,7 @@ def test_a_first_layers_proxy_as_deep_as_the_model_is_refused_before_any_model_l
     (tmp_path / "folder").mkdir()
     (tmp_path / "folder" / "config.json").write_text('{"num_hidden_layers": 30}')
     assert (decoder_layers(str(path)), decoder_layers(str(tmp_path / "folder")), decoder_layers("org/name")) == (2, 30, None)
-    monkeypatch.setattr(pretrained, "hf_model", lambda *a, **k: pytest.fail("a model was loaded"))
+    monkeypatch.setattr(build, "hf_model", lambda *a, **k: pytest.fail("a model was loaded"))
     assert main(["--method", "r2f", "--task", "rwku", "--model", str(path), "--proxy", "first-layers:2",
                  "--output", str(tmp_path / "o")]) == 2
     assert capsys.readouterr().err.strip() == \

@@ -95,3 +95,14 @@ def test_the_plan_completes_a_copy_and_the_store_key_is_the_same_either_way(tmp_
     default, = stored_keys([Job({**fields, "forget_source": "corpus"})]).values()
     other, = stored_keys([Job({**fields, "forget_source": "probes"})]).values()
     assert len(unset) == 1 and unset == default != other
+
+
+@pytest.mark.parametrize("proxy", ["./no-such-proxy", "first-layers:99"])
+def test_the_proxy_is_checked_only_for_a_method_that_reads_it(proxy, tmp_path, monkeypatch):
+    """A sweep over proxies runs a method without one on the first proxy: a proxy it never
+    reads must not refuse it (before: refused like R2F)."""
+    monkeypatch.setenv("R2F_BENCH_CACHE", str(tmp_path / "cache"))
+    config = dict(task="rwku", data_dir=str(SAMPLE_DIR), limit=1, proxy=proxy, output=str(tmp_path))
+    assert Plan(RunConfig(method="fullgrad", **config), progress=lambda m: None).targets
+    with pytest.raises(UserError, match="proxy|first-layers"):
+        Plan(RunConfig(method="r2f", **config), progress=lambda m: None)

@@ -162,7 +162,7 @@ def test_sweep_refuses_a_set_some_method_rejects_before_anything_runs(fake_run, 
     for extra in (["--dry-run"], []):
         assert main(argv + extra) == 2
         err = capsys.readouterr().err.strip().splitlines()
-        assert len(err) == 1 and named in err[0] and "into the same --output" in err[0]
+        assert len(err) == 1 and named in err[0] and ("into the same --output" in err[0]) == ("lr" in setting)
     assert not fake_run.CALLS and len(Store(tmp_path)) == 0
 
 
