@@ -17,9 +17,9 @@ def search(args: argparse.Namespace) -> list[dict[str, Any]]:
     for option in ("extend", "refine"):
         if getattr(args, option) < 0:
             raise UserError(f"--{option}: {getattr(args, option)} is below 0 (0 adds no strengths).")
-    if not 1 < args.min_gur <= 100:  # also NaN
-        raise UserError(f"--min-gur is the share of utility kept, in % above 1 and at most 100 (default "
-                        f"{DEFAULT_MIN_GUR:g}), got {args.min_gur:g}; for 90 % write --min-gur 90.")
+    if not (args.min_gur == 0 or 1 < args.min_gur <= 100):  # NaN too; 0 < x <= 1: a fraction
+        raise UserError(f"--min-gur is the share of utility kept, in %: above 1 and at most 100, or 0 for no "
+                        f"floor (default {DEFAULT_MIN_GUR:g}), got {args.min_gur:g}; for 90 % write --min-gur 90.")
     searches = plan_searches(comma_list(args.methods), lambda method: run_config(args, method, args.task),
                              parse_grid(args.grid) if args.grid else None, args.points, args.extend)
     results, progress = [], say(args, once=True)
