@@ -56,12 +56,12 @@ def given(opt) -> tuple[list[str], object]:
 @pytest.mark.parametrize("command", [[], ["tune", "--method", "r2f"], ["frontier"]])
 def test_the_run_parsers_show_every_option_and_default_to_the_fields(command, capsys):
     text = help_of(command[:1], capsys)
-    for opt in OPTIONS.values():
-        assert shown(opt.flag, text) == (not command or not opt.evaluation_only), opt.flag
+    for opt in OPTIONS.values():  # tune and frontier run the seeds of --seeds: no one run's --seed
+        assert shown(opt.flag, text) == (not command or not (opt.evaluation_only or opt.name == "seed")), opt.flag
     args = build_parser().parse_args(command)
     default = RunConfig("r2f", "rwku", output=args.output)  # (tune and frontier default to their own folders)
     for opt in OPTIONS.values():  # an option parsed from text defaults to None: unset, the field's default
-        assert getattr(args, opt.name) == (None if opt.parse else getattr(default, opt.name)), opt.flag
+        assert getattr(args, opt.name, default.seed) == (None if opt.parse else getattr(default, opt.name)), opt.flag
     assert run_config(args, "r2f", "rwku") == default
 
 
