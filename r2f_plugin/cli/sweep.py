@@ -29,7 +29,8 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
                         "transfer (target models × proxies)")
     add_sweep_run_options(p)
     add_keep_going_option(p)
-    p.add_argument("--dry-run", action="store_true", help="set every job up (options checked, data read, no model built), print the plan and this "
+    p.add_argument("--dry-run", action="store_true",
+                   help="set every job up (options checked, data read, no model built), print the plan and this "
                         "process's share; run nothing")
     add_budget_option(p, "the jobs, in plan order")
     add_quiet_option(p)

@@ -19,7 +19,7 @@ from typing import Callable
 
 from ..atomic import atomic_dir, set_aside
 from ..cache import cache_root
-from ..errors import UserError
+from ..errors import UserError, described
 from .checkpoint import write_pretrained
 
 SUFFIX = ".gguf"
@@ -86,19 +86,12 @@ def _loader_types(arch: str, found: set[str]) -> set[str]:
     return readable
 
 
-def check_gguf(path: Path) -> None:
-    """One line, before any model loads, for a GGUF file that is missing, unreadable, or
-    of an architecture or tensor type transformers cannot load."""
+def check_gguf(path: Path) -> int | None:
+    """One line, before any model loads, for a GGUF file that is missing, unreadable, holds
+    no whole model, or of an architecture or tensor type transformers cannot load; else its
+    decoder layers (``<arch>.block_count``; ``None``: not recorded)."""
     if not path.is_file():
         raise UserError(f"model {path} does not exist or is not a file; pass a .gguf file.")
-    stat = path.stat()
-    _check_version(path.resolve(), stat.st_size, stat.st_mtime_ns)
-
-
-def gguf_layers(path: Path) -> int | None:
-    """The decoder layers (``<arch>.block_count``) of a GGUF file :func:`check_gguf` passes
-    (``None``: not recorded)."""
-    check_gguf(path)
     stat = path.stat()
     return _check_version(path.resolve(), stat.st_size, stat.st_mtime_ns)
 
@@ -107,7 +100,7 @@ def gguf_layers(path: Path) -> int | None:
 def _check_version(path: Path, size: int, mtime_ns: int) -> int | None:
     """:func:`check_gguf` of one version of a file, once a process: reading a GGUF's metadata
     (its whole vocabulary) takes seconds, and a sweep plans every job's models before it runs.
-    Returns its decoder layers (:func:`gguf_layers`)."""
+    Returns its decoder layers."""
     reader = _reader(path)
     arch = _field(reader, "general.architecture")
     architectures = _architectures()
@@ -167,8 +160,7 @@ def gguf_folder(path: Path, progress: Callable[[str], None] = print) -> Path:
                                                               dtype=torch.float32, output_loading_info=True)
         tok = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
     except Exception as exc:  # a file its checks pass that transformers still cannot read
-        first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
-        raise UserError(f"cannot convert model {path} ({type(exc).__name__}: {first}); convert the model to "
+        raise UserError(f"cannot convert model {path} ({described(exc)}); convert the model to "
                         f"safetensors with its own tools and pass the folder.") from None
     if loading["missing_keys"]:  # transformers would start them at random
         missing = sorted(loading["missing_keys"])

@@ -18,6 +18,7 @@ import torch
 from ..atomic import atomic_dir, set_aside
 from ..cache import cache_root
 from ..data import Probe
+from ..errors import described
 from ..training.encoding import MAX_LENGTH
 from . import demo_models
 from .checkpoint import write_pretrained
@@ -81,8 +82,7 @@ def embedded_model(spec: EmbeddedSpec, facts: Sequence[Probe], extra_texts: Sequ
             if info.get("key") != key:
                 raise ValueError("r2f_info.json does not describe this model")
         except Exception as exc:  # truncated weights, broken JSON, a missing file or tensor: rebuild, never trust
-            detail = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else ""
-            set_aside(path, f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__, progress)
+            set_aside(path, described(exc, 160), progress)
         else:
             progress(f"embedded model {spec.label}: loaded from cache {path}")
             return model.to(device).eval(), tok, info

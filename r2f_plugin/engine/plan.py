@@ -67,9 +67,9 @@ class Plan:
             raise UserError(f"unknown split {config.split!r}; use {' or '.join(SPLITS)}.")
         check_bounds(config)
         check_paraphraser(config.paraphraser)
-        proxy = self.method_cls is not None and self.method_cls.uses_proxy  # else --proxy is never read
-        cut = first_layers_of(config.proxy) if proxy else None
-        for spec in (config.model,) if cut is not None or not proxy else (config.model, config.proxy):
+        reads_proxy = self.method_cls is not None and self.method_cls.uses_proxy
+        cut = first_layers_of(config.proxy) if reads_proxy else None
+        for spec in (config.model,) if cut is not None or not reads_proxy else (config.model, config.proxy):
             if not spec.startswith("embedded"):
                 check_model_path(spec)
             elif spec not in ("embedded", "embedded-proxy"):

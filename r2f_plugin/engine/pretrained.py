@@ -11,9 +11,9 @@ from typing import Any, Callable
 
 import torch
 
-from ..errors import UserError
+from ..errors import UserError, described
 from .config import DTYPES
-from .gguf_models import check_gguf, gguf_folder, gguf_layers, is_gguf
+from .gguf_models import check_gguf, gguf_folder, is_gguf
 
 def check_model_path(name_or_path: str) -> None:
     """One line, before anything loads, for a local model path that does not exist (a
@@ -29,7 +29,7 @@ def decoder_layers(name_or_path: str) -> int | None:
     """How many decoder layers a local model has, read without loading it (a GGUF file's
     metadata, a folder's ``config.json``); ``None`` for a hub name or where none is recorded."""
     if is_gguf(name_or_path):
-        return gguf_layers(Path(name_or_path).expanduser())
+        return check_gguf(Path(name_or_path).expanduser())
     config = Path(name_or_path).expanduser() / "config.json"
     try:
         fields = json.loads(config.read_text(encoding="utf-8")) if config.is_file() else {}
@@ -118,8 +118,7 @@ def hf_model(name_or_path: str, trust_remote_code: bool = False, dtype: str = "f
         model = AutoModelForCausalLM.from_pretrained(name_or_path, trust_remote_code=trust_remote_code,
                                                      dtype=torch_dtype, use_safetensors=True, **placement)
     except Exception as exc:  # missing files, corrupt weights, an architecture that is no causal LM, no network
-        first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
-        raise UserError(f"cannot load model {name_or_path!r} ({type(exc).__name__}: {first}); pass a causal LM as a local "
+        raise UserError(f"cannot load model {name_or_path!r} ({described(exc)}); pass a causal LM as a local "
                         f"directory with safetensors weights, or a hub name reachable from here.") from None
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
