@@ -51,7 +51,7 @@ def sweep_command(args: argparse.Namespace) -> None:
                       ablation=args.ablation, models=given.pop("model", None) or [None],
                       proxies=given.pop("proxy", None) or [None], **given)
     check_params(jobs)
-    if launch is not None or args.dry_run:  # a local run sets up its own share as it starts
+    if args.dry_run:  # a run sets its jobs up as it starts (a local one its own share, an array's at submission)
         bad = set_up(jobs)[1]
         if bad:
             raise refusal(bad)

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from ..errors import UserError
 from .job import Job
 from .store import Store
-from .sweep import SweepReport, default_runner, execute
+from .sweep import SweepReport, default_runner, execute, refusal, set_up
 
 if TYPE_CHECKING:
     from ..engine.run import Run
@@ -170,13 +170,17 @@ class Submitit:
 
     def submit(self, jobs: Sequence[Job]) -> list[Any]:
         """Submit one array task per job, each run by :func:`~r2f_bench.results.sweep.default_runner`;
-        the submitit jobs, in the order of ``jobs``."""
+        the submitit jobs, in the order of ``jobs``. Every job is set up here first (options
+        checked, data read, no model built): one that cannot be is refused before any is submitted."""
         import submitit
 
         if not jobs:
             return []
         Store(self.output).check()
         runner = default_runner()
+        bad = set_up(jobs, runner)[1]
+        if bad:
+            raise refusal(bad)
         try:
             executor = submitit.AutoExecutor(folder=self.folder, cluster=self.executor)
             executor.update_parameters(**{k: v for k, v in self.parameters.items() if v is not None})

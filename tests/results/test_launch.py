@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from r2f_bench.cli import main
+from r2f_bench.errors import UserError
 from r2f_bench.results.store import Store, record_key
 
 TESTS = Path(__file__).resolve().parents[1]
@@ -75,6 +76,25 @@ def test_frontier_rounds_run_as_arrays(submitit, fake_run, tmp_path, capsys):
     assert [p["strength"] for p in summary["methods"][0]["points"]] == [0.0, 0.002, 0.2]
     calls = ran(submitit)
     assert len(calls) == 3 and len({c["pid"] for c in calls}) == 3 and not fake_run.CALLS  # 2 strengths + defaults
+
+
+def test_a_frontier_job_that_cannot_be_set_up_is_refused_before_the_array(submitit, fake_run, tmp_path, capsys,
+                                                                           monkeypatch):
+    """Before, the frontier's array path submitted every job and each bad one failed in its task."""
+    init = fake_run.Run.__init__
+
+    def picky(self, config, progress=print):
+        if config.params.get("step") == "0.2":
+            raise UserError("step 0.2 is out of range; pass a smaller one.")
+        init(self, config, progress)
+
+    monkeypatch.setattr(fake_run.Run, "__init__", picky)
+    argv = ["frontier", "--methods", "r2f", "--points", "2", "--seeds", "0", "--limit", "1", "--refine", "0",
+            "--output", str(tmp_path / "store"), "--quiet", "--launcher", "submitit", "--slurm-executor", "local"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "step 0.2 is out of range" in err[0] and err[0].endswith("Nothing was run.")
+    assert not ran(submitit) and not fake_run.CALLS and not (tmp_path / "store" / "submitit").exists()
 
 
 def test_a_slurm_array_is_one_sbatch_script(submitit, tmp_path, monkeypatch, capsys):
