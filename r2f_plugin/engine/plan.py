@@ -38,7 +38,7 @@ def capped_threads(threads: int | None, progress: Callable[[str], None]) -> int 
 
 def model_layers(spec: str) -> int | None:
     """The decoder layers of the model ``spec`` names, read without building or loading it
-    (``None``: a hub model's, known once loaded)."""
+    (``None``: a hub model's not in the local hub cache, known once loaded)."""
     defaults = {"embedded": DEFAULT_MODEL, "embedded-proxy": DEFAULT_PROXY}
     if spec in defaults:
         return defaults[spec].layers
@@ -78,7 +78,7 @@ class Plan:
             raise UserError("--teach-epochs and --teach-lr set how a pretrained model (--model NAME, DIR or FILE.gguf) "
                             "is taught a knowledge world; the embedded models keep their own schedule: drop them.")
         layers = model_layers(config.model) if cut is not None else None
-        if layers is not None and not 1 <= cut < layers:  # a hub model's: checked where the proxy is cut
+        if layers is not None and not 1 <= cut < layers:  # an uncached hub model's: checked where the proxy is cut
             raise UserError(f"--proxy first-layers:{cut}: {config.model} has {layers} decoder layers; keep between 1 "
                             f"and {layers - 1}.")
         if config.model.startswith("embedded") and config.chat_template == "on":

@@ -26,17 +26,30 @@ def check_model_path(name_or_path: str) -> None:
 
 
 def decoder_layers(name_or_path: str) -> int | None:
-    """How many decoder layers a local model has, read without loading it (a GGUF file's
-    metadata, a folder's ``config.json``); ``None`` for a hub name or where none is recorded."""
+    """How many decoder layers a model has, read without loading it (a GGUF file's metadata,
+    a folder's ``config.json``, a hub model's in the local hub cache; nothing is downloaded);
+    ``None`` where none is recorded (a hub model not yet cached: known once loaded)."""
     if is_gguf(name_or_path):
         return check_gguf(Path(name_or_path).expanduser())
-    config = Path(name_or_path).expanduser() / "config.json"
+    folder = Path(name_or_path).expanduser()
+    config = folder / "config.json" if folder.is_dir() else cached_hub_file(name_or_path, "config.json")
     try:
-        fields = json.loads(config.read_text(encoding="utf-8")) if config.is_file() else {}
+        fields = json.loads(config.read_text(encoding="utf-8")) if config is not None and config.is_file() else {}
     except (OSError, ValueError):
         return None
     n = fields.get("num_hidden_layers", fields.get("n_layer")) if isinstance(fields, dict) else None
     return n if isinstance(n, int) else None
+
+
+def cached_hub_file(name: str, filename: str) -> Path | None:
+    """``filename`` of the hub model ``name`` where the local hub cache holds it (no network)."""
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        found = try_to_load_from_cache(name, filename)
+    except ValueError:  # not a valid hub name (HFValidationError)
+        return None
+    return Path(found) if isinstance(found, str) else None
 
 
 def pretrained_key(model: torch.nn.Module, loaded_from: str) -> str:

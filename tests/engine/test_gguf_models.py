@@ -145,3 +145,26 @@ def test_a_first_layers_proxy_as_deep_as_the_model_is_refused_before_any_model_l
                  "--output", str(tmp_path / "o")]) == 2
     assert capsys.readouterr().err.strip() == \
         f"error: --proxy first-layers:2: {path} has 2 decoder layers; keep between 1 and 1."
+
+
+def test_a_cached_hub_models_depth_is_read_from_the_hub_cache(tmp_path, capsys, monkeypatch):
+    """A hub model in the local hub cache has its depth checked before any model loads (before,
+    only where the proxy was cut); an uncached one is left to the load (nothing is downloaded)."""
+    from huggingface_hub import constants
+
+    from r2f_bench.cli import main
+    from r2f_bench.engine import build
+    from r2f_bench.engine.pretrained import decoder_layers
+
+    repo = tmp_path / "hub" / "models--org--deep"
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text("c0ffee")
+    (repo / "snapshots" / "c0ffee").mkdir(parents=True)
+    (repo / "snapshots" / "c0ffee" / "config.json").write_text('{"num_hidden_layers": 4}')
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    assert (decoder_layers("org/deep"), decoder_layers("org/uncached"), decoder_layers("not a name!")) == (4, None, None)
+    monkeypatch.setattr(build, "hf_model", lambda *a, **k: pytest.fail("a model was loaded"))
+    assert main(["--method", "r2f", "--task", "rwku", "--model", "org/deep", "--proxy", "first-layers:4",
+                 "--output", str(tmp_path / "o")]) == 2
+    assert capsys.readouterr().err.strip() == \
+        "error: --proxy first-layers:4: org/deep has 4 decoder layers; keep between 1 and 3."
