@@ -225,6 +225,9 @@ def execute(jobs: Sequence[Job], output: str, *, runner: type[Run] | None = None
             if len(mine) > 1:
                 say(f"job {n}/{len(mine)}: {job.label}")
             ran = report.ran
+            if job.label in keys and not replace and all(map(store.done, keys[job.label])):
+                _done_already(job, keys[job.label], report, say)  # set up already: not a second time
+                continue
             try:
                 _run_job(job, runner, store, report, say, replace)
             except Exception as exc:  # noqa: BLE001 - reported, then re-raised unless keep_going
@@ -298,6 +301,14 @@ def _pending(job: Job, *, keys: Mapping[str, list[str]], store: Store, replace: 
     run (all with ``replace``)."""
     mine = keys[job.label]
     return len(mine) if replace else sum(not store.done(key) for key in mine)
+
+
+def _done_already(job: Job, keys: list[str], report: SweepReport, say: Progress) -> None:
+    """Count a job whose every target the store holds (``keys``, from :func:`set_up`) as skipped."""
+    report.keys += keys
+    report.job_keys.setdefault(job.label, []).extend(keys)
+    report.skipped += len(keys)
+    say(f"  all {len(keys)} target(s) already done")
 
 
 def _run_job(job: Job, runner: type[Run], store: Store, report: SweepReport, say: Progress, replace: bool) -> None:

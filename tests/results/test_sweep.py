@@ -182,3 +182,21 @@ def test_a_job_that_cannot_be_set_up_is_refused_before_any_job_runs(tmp_path):
     report = execute(jobs, str(tmp_path), runner=Picky, process=(0, 1), keep_going=True, progress=lambda m: None)
     assert report.ran == 2 and len(report.failed) == 1 and "tpyo" in report.failed[0]
 
+
+
+def test_a_finished_sweep_rerun_sets_each_job_up_once(tmp_path):
+    """Before, a rerun of finished jobs set each up twice (before any ran, then at its turn)."""
+    built = []
+
+    class Counted(fake_runner.Run):
+        def __init__(self, config, progress=print):
+            built.append(config.method)
+            super().__init__(config, progress)
+
+    jobs = sweep_jobs(["r2f", "grad_ascent"], ["rwku"], [0], limit=2)
+    first = execute(jobs, str(tmp_path), runner=Counted, process=(0, 1), progress=lambda m: None)
+    assert (first.ran, len(built)) == (4, 4)  # set up, then run
+    built.clear()
+    again = execute(jobs, str(tmp_path), runner=Counted, process=(0, 1), progress=lambda m: None)
+    assert (again.ran, again.skipped, len(built)) == (0, 4, 2)
+    assert again.job_keys == first.job_keys and sorted(again.keys) == sorted(first.keys)
