@@ -54,7 +54,7 @@ def sweep_command(args: argparse.Namespace) -> None:
     if args.dry_run:  # a run sets its jobs up as it starts (a local one its own share, an array's at submission)
         bad = set_up(jobs)[1]
         if bad:
-            raise refusal(bad)
+            raise refusal(bad, len(jobs))
     if launch is not None:
         return submit_sweep(args, launch, jobs)
 
@@ -90,11 +90,15 @@ def submit_sweep(args: argparse.Namespace, launch: Any, jobs: list) -> None:
             print(f"{n:4d}   {job.label}")
         print(f"{len(jobs)} jobs planned; --launcher submitit runs each as one task of an array")
         return
-    submitted = launch.submit(jobs)
+    good, refused = launch.checked(jobs)
+    submitted = launch.submit(good)
     if args.no_wait:
-        print(launch.detached(jobs, submitted, "sweep"))
+        print(launch.detached(good, submitted, "sweep"))
+        if refused:
+            raise UserError(f"{len(refused)} job(s) refused, not submitted ({'; '.join(refused)}); fix and re-run the "
+                            f"same command.")
         return
-    report = launch.wait(jobs, submitted)
+    report = launch.wait(good, submitted, refused)
     print(f"sweep: {report.planned} jobs as {launch.describe(submitted)}; {report.ran} targets run, "
           f"{report.skipped} already done{known_note(report)}; results in {Store(args.output).jobs}")
     if report.failed:

@@ -115,6 +115,7 @@ def launcher(args: argparse.Namespace, progress: Callable[[str], None]) -> Submi
     folder = Path(args.slurm_folder) if args.slurm_folder else Path(args.output) / "submitit"
     return Submitit(executor=executor, folder=folder, output=args.output,
                     quiet=bool(getattr(args, "quiet", False)), progress=progress,
+                    keep_going=bool(getattr(args, "keep_going", False)),
                     parameters={"timeout_min": args.slurm_time or MINUTES, "gpus_per_node": args.slurm_gpus or 0,
                                 "cpus_per_task": args.slurm_cpus, "slurm_partition": args.slurm_partition,
                                 "slurm_array_parallelism": args.slurm_array_parallelism or PARALLELISM,
@@ -163,24 +164,34 @@ class Submitit:
     quiet: bool
     progress: Callable[[str], None]
     parameters: dict[str, Any] = field(default_factory=dict)
+    keep_going: bool = False  # a job that cannot be set up is listed as failed; the others are submitted
 
     def __call__(self, jobs: Sequence[Job]) -> SweepReport:
-        """Run ``jobs`` as one array and wait: the report of all its tasks."""
-        return self.wait(jobs, self.submit(jobs))
+        """Run ``jobs`` as one array and wait: the report of all its tasks (and of the jobs
+        :meth:`checked` refused, as failed)."""
+        good, refused = self.checked(jobs)
+        return self.wait(good, self.submit(good), refused)
+
+    def checked(self, jobs: Sequence[Job]) -> tuple[list[Job], list[str]]:
+        """Every job set up before any is submitted (options checked, data read, no model
+        built): those that check out, and a failure line for each other, which without
+        ``keep_going`` refuses them all in one line instead."""
+        bad = set_up(jobs, default_runner(), self.keep_going)[1]
+        if bad and not self.keep_going:
+            raise refusal(bad, len(jobs), verb="submitted")
+        for label, why in bad.items():
+            self.progress(f"job refused: {label}: {why}")
+        return [job for job in jobs if job.label not in bad], [f"{label}: {why}" for label, why in bad.items()]
 
     def submit(self, jobs: Sequence[Job]) -> list[Any]:
-        """Submit one array task per job, each run by :func:`~r2f_bench.results.sweep.default_runner`;
-        the submitit jobs, in the order of ``jobs``. Every job is set up here first (options
-        checked, data read, no model built): one that cannot be is refused before any is submitted."""
+        """Submit one array task per job (set up by :meth:`checked`), each run by
+        :func:`~r2f_bench.results.sweep.default_runner`; the submitit jobs, in the order of ``jobs``."""
         import submitit
 
         if not jobs:
             return []
         Store(self.output).check()
         runner = default_runner()
-        bad = set_up(jobs, runner)[1]
-        if bad:
-            raise refusal(bad)
         try:
             executor = submitit.AutoExecutor(folder=self.folder, cluster=self.executor)
             executor.update_parameters(**{k: v for k, v in self.parameters.items() if v is not None})
@@ -201,10 +212,12 @@ class Submitit:
     def array_ids(submitted: Sequence[Any]) -> list[str]:
         return list(dict.fromkeys(s.job_id.split("_")[0] for s in submitted))
 
-    def wait(self, jobs: Sequence[Job], submitted: Sequence[Any]) -> SweepReport:
+    def wait(self, jobs: Sequence[Job], submitted: Sequence[Any], refused: Sequence[str] = ()) -> SweepReport:
         """Wait for every task (Ctrl-C or SIGTERM cancels those still running); their reports
-        summed, tasks that ended without one counted as failed."""
-        report = SweepReport(planned=len(jobs), assigned=len(jobs))
+        summed, tasks that ended without one counted as failed, as are the jobs :meth:`checked`
+        ``refused``."""
+        report = SweepReport(planned=len(jobs) + len(refused), assigned=len(jobs) + len(refused),
+                             failed=list(refused))
         pending = dict(enumerate(submitted))
         poll = 0.2 if self.executor == "local" else 5.0
         try:

@@ -212,7 +212,7 @@ def execute(jobs: Sequence[Job], output: str, *, runner: type[Run] | None = None
     report = SweepReport(planned=len(jobs), assigned=len(mine))
     keys, bad = set_up(mine, runner, keep_going) if len(mine) > 1 else ({}, {})  # one job fails as itself
     if bad and not keep_going:
-        raise refusal(bad, process)
+        raise refusal(bad, len(mine), process)
     for label, why in bad.items():
         report.failed.append(f"{label}: {why}")
         say(f"job refused: {label}: {why}")
@@ -225,7 +225,7 @@ def execute(jobs: Sequence[Job], output: str, *, runner: type[Run] | None = None
             if len(mine) > 1:
                 say(f"job {n}/{len(mine)}: {job.label}")
             ran = report.ran
-            if job.label in keys and not replace and all(map(store.done, keys[job.label])):
+            if keys.get(job.label) and not replace and all(map(store.done, keys[job.label])):
                 _done_already(job, keys[job.label], report, say)  # set up already: not a second time
                 continue
             try:
@@ -283,11 +283,14 @@ def set_up(jobs: Sequence[Job], runner: type[Run] | None = None,
     return keys, bad
 
 
-def refusal(bad: Mapping[str, str], process: tuple[int, int] = (0, 1)) -> UserError:
-    """The one line that refuses the jobs :func:`set_up` found (the first, and how many more)."""
+def refusal(bad: Mapping[str, str], planned: int, process: tuple[int, int] = (0, 1),
+            verb: str = "run") -> UserError:
+    """The one line that refuses the ``planned`` jobs for those :func:`set_up` found (the
+    first, and how many more): none of them was ``verb`` (an earlier round may have run)."""
     label, why = next(iter(bad.items()))
     more = f" {len(bad) - 1} more job(s) refused." if len(bad) > 1 else ""
-    return UserError(f"job {label}: {why}{more} Nothing was run{' by this process' * (process[1] > 1)}.")
+    return UserError(f"job {label}: {why}{more} None of the {planned} job(s) was {verb}"
+                     f"{' by this process' * (process[1] > 1)}; fix it, or pass --keep-going to run the others.")
 
 
 def stored_keys(jobs: Sequence[Job], runner: type[Run] | None = None) -> dict[str, list[str]]:

@@ -135,8 +135,11 @@ def test_a_first_layers_proxy_as_deep_as_the_model_is_refused_before_any_model_l
     from r2f_bench.engine import build
     from r2f_bench.engine.pretrained import decoder_layers
 
+    from huggingface_hub import constants
+
     model, tok = source
     path = write_gguf(model, tok, tmp_path / "m.gguf")
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))  # org/name is in no cache
     (tmp_path / "folder").mkdir()
     (tmp_path / "folder" / "config.json").write_text('{"num_hidden_layers": 30}')
     assert (decoder_layers(str(path)), decoder_layers(str(tmp_path / "folder")), decoder_layers("org/name")) == (2, 30, None)

@@ -78,23 +78,38 @@ def test_frontier_rounds_run_as_arrays(submitit, fake_run, tmp_path, capsys):
     assert len(calls) == 3 and len({c["pid"] for c in calls}) == 3 and not fake_run.CALLS  # 2 strengths + defaults
 
 
-def test_a_frontier_job_that_cannot_be_set_up_is_refused_before_the_array(submitit, fake_run, tmp_path, capsys,
-                                                                           monkeypatch):
-    """Before, the frontier's array path submitted every job and each bad one failed in its task."""
+@pytest.fixture
+def picky(fake_run, monkeypatch):
+    """The fake runner refusing, as it is set up, a job whose step is 0.2 or whose method is grad_ascent."""
     init = fake_run.Run.__init__
 
-    def picky(self, config, progress=print):
-        if config.params.get("step") == "0.2":
-            raise UserError("step 0.2 is out of range; pass a smaller one.")
+    def refusing(self, config, progress=print):
+        if config.params.get("step") == "0.2" or config.method == "grad_ascent":
+            raise UserError("this setting is out of range; pass another.")
         init(self, config, progress)
 
-    monkeypatch.setattr(fake_run.Run, "__init__", picky)
-    argv = ["frontier", "--methods", "r2f", "--points", "2", "--seeds", "0", "--limit", "1", "--refine", "0",
-            "--output", str(tmp_path / "store"), "--quiet", "--launcher", "submitit", "--slurm-executor", "local"]
-    assert main(argv) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "step 0.2 is out of range" in err[0] and err[0].endswith("Nothing was run.")
-    assert not ran(submitit) and not fake_run.CALLS and not (tmp_path / "store" / "submitit").exists()
+    monkeypatch.setattr(fake_run.Run, "__init__", refusing)
+
+
+def test_a_job_that_cannot_be_set_up_is_refused_before_the_array(submitit, picky, fake_run, tmp_path, capsys):
+    """Before, the frontier's array path submitted every job and each bad one failed in its task;
+    with --keep-going the bad ones are listed as failed and the rest are submitted."""
+    frontier = ["frontier", "--methods", "r2f", "--points", "2", "--seeds", "0", "--limit", "1", "--refine", "0",
+                "--output", str(tmp_path / "f"), "--quiet", "--launcher", "submitit", "--slurm-executor", "local"]
+    sweep = SWEEP + ["--methods", "r2f,grad_ascent", "--output", str(tmp_path / "s")]
+    for argv, n in ((frontier, 3), (sweep, 2), (sweep + ["--dry-run"], 2)):
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "this setting is out of range" in err[0], err
+        assert f"None of the {n} job(s) was {'run' if '--dry-run' in argv else 'submitted'}" in err[0]
+    assert not ran(submitit) and not fake_run.CALLS and not list(tmp_path.glob("*/submitit"))
+    assert main(sweep + ["--keep-going"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("error: 1 job(s) failed (grad_ascent/rwku/seed0: this setting is out of range")
+    assert {c["label"].split("/")[0] for c in ran(submitit)} == {"r2f"} and len(ran(submitit)) == 2
+    assert main(frontier + ["--keep-going", "--json"]) == 0
+    assert len(ran(submitit)) == 2 + 2  # the shipped defaults and step 0.002 ran; 0.2 counts as a failure
+    assert "job failed, its targets count as failures: r2f/rwku/seed0 [step=0.2" in capsys.readouterr().err
 
 
 def test_a_slurm_array_is_one_sbatch_script(submitit, tmp_path, monkeypatch, capsys):

@@ -176,7 +176,7 @@ def test_a_job_that_cannot_be_set_up_is_refused_before_any_job_runs(tmp_path):
             super().__init__(config, progress)
 
     jobs = sweep_jobs(["r2f"], ["rwku"], [0], models=["./good", "./tpyo"], limit=2)
-    with pytest.raises(UserError, match=r"^job .*tpyo.*: model path ./tpyo does not exist; .* Nothing was run."):
+    with pytest.raises(UserError, match=r"^job .*tpyo.*: model path ./tpyo does not exist; .* None of the 2 job\(s\) was run; fix it, or pass --keep-going"):
         execute(jobs, str(tmp_path), runner=Picky, process=(0, 1), progress=lambda m: None)
     assert not fake_runner.CALLS
     report = execute(jobs, str(tmp_path), runner=Picky, process=(0, 1), keep_going=True, progress=lambda m: None)
