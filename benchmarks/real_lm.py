@@ -15,7 +15,9 @@ cut short leaves whole rows):
    the weakest up until the mean GUR falls below ``--min-gur``, without RAP (when even the
    weakest is below it, down past the grid's bottom the same way until one is not); per
    method, the strongest setting whose mean GUR stays at or above it (when the search ends
-   on one side of the floor, the last tried, stated as not calibrated);
+   on one side of the floor, the last tried, stated as not calibrated). With
+   ``--name-control`` the utility is the lower of GUR and the name control, record by record
+   (the calibration's runs are the same, read again from the store);
 3. **table**: each method at its chosen setting on the ``--targets`` best-known targets,
    with RAP's attack at ``--rap-lr``; then ``r2f-bench table`` prints it with n per cell,
    and each method minus FullGrad on the same targets (the paired table; a difference is
@@ -39,6 +41,7 @@ os.environ.setdefault("TQDM_DISABLE", "1")
 from r2f_bench.cli.main import main as cli, script  # noqa: E402
 from r2f_bench.engine.config import RunConfig  # noqa: E402
 from r2f_bench.engine.scan import scan  # noqa: E402
+from r2f_bench.results.frontier_run import utility_of  # noqa: E402
 from r2f_bench.results.store import Store  # noqa: E402
 from r2f_bench.results.sweep import Job, execute  # noqa: E402
 from r2f_bench.unlearner import continued  # noqa: E402
@@ -57,9 +60,15 @@ GRIDS: dict[str, tuple[str, list[float], dict[str, str]]] = {
 }
 
 
-def mean_gur(records: list[dict]) -> float | None:
-    gurs = [r["gur"] for r in records if isinstance(r.get("gur"), (int, float))]
-    return sum(gurs) / len(gurs) if gurs else None
+def mean_utility(records: list[dict], name_control: bool = False) -> float | None:
+    """The records' mean GUR, or (``name_control``) mean of the lower of GUR and the name
+    control, as ``frontier --name-control`` reads utility; records without it are left out."""
+    values = [u for u in (utility_of(r, name_control) for r in records) if u is not None]
+    return sum(values) / len(values) if values else None
+
+
+def utility_label(name_control: bool) -> str:
+    return "min(GUR, name ctrl)" if name_control else "GUR"
 
 
 def choose(values: list[float], extend: int, floor: float,
@@ -88,12 +97,13 @@ def choose(values: list[float], extend: int, floor: float,
     return rows, pick, any(v > pick and not holds(g) for v, g in rows) and bool(fine)
 
 
-def unreached(last: float | None, floor: float) -> str:
-    """Why a search that :func:`choose` says the floor did not decide ended where it did."""
+def unreached(last: float | None, floor: float, utility: str = "GUR") -> str:
+    """Why a search that :func:`choose` says the floor did not decide ended where it did
+    (``utility``: what was measured, :func:`utility_label`)."""
     if last is None:
-        return "GUR unreadable: not calibrated"
+        return f"{utility} unreadable: not calibrated"
     side = "at or above {:g} up to the strongest" if last >= floor else "below {:g} down to the weakest"
-    return f"GUR stayed {side.format(floor)} setting tried: not calibrated; raise --extend"
+    return f"{utility} stayed {side.format(floor)} setting tried: not calibrated; raise --extend"
 
 
 def calibrate(method: str, targets: list[str], base: dict, args: argparse.Namespace, say) -> dict[str, str]:
@@ -105,11 +115,13 @@ def calibrate(method: str, targets: list[str], base: dict, args: argparse.Namesp
         config = RunConfig(method=method, targets=targets, params={**fixed, knob: f"{value:g}"}, rap_steps=0,
                            output=str(Path(args.output) / "calibrate"), **base)
         keys = execute([Job(config.to_dict())], config.output, process=(0, 1), progress=say).keys
-        return mean_gur([r for r in map(Store(config.output).get, keys) if r])
+        return mean_utility([r for r in map(Store(config.output).get, keys) if r], args.name_control)
 
     rows, pick, reached = choose(values, args.extend, args.min_gur, measure)
-    say(f"calibrated {method}: {knob} " + ", ".join(f"{v:g} -> GUR {g if g is None else round(g, 1)}" for v, g in rows)
-        + f"; chosen {pick:g}" + ("" if reached else f" ({unreached(rows[-1][1], args.min_gur)})"))
+    label = utility_label(args.name_control)
+    say(f"calibrated {method}: {knob} " + ", ".join(f"{v:g} -> {label} {g if g is None else round(g, 1)}"
+                                                   for v, g in rows)
+        + f"; chosen {pick:g}" + ("" if reached else f" ({unreached(rows[-1][1], args.min_gur, label)})"))
     return {**fixed, knob: f"{pick:g}"}
 
 
@@ -125,6 +137,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--calibrate", type=int, default=1, help="targets the strengths are chosen on (default 1)")
     p.add_argument("--methods", default=",".join(GRIDS), help="comma-separated methods of GRIDS")
     p.add_argument("--min-gur", type=float, default=90.0, help="the calibration's utility floor (default 90)")
+    p.add_argument("--name-control", action="store_true",
+                   help="calibrate on the lower of GUR and the name control (other people's facts asked with the "
+                        "target's name), as frontier --name-control reads utility: a method that breaks every "
+                        "sentence naming the target is held at the floor by it (default: GUR alone)")
     p.add_argument("--extend", type=int, default=3,
                    help="settings tried past a grid's top while GUR stays above the floor, or past its bottom while "
                         "it stays below, at the grid's ratio (default 3)")
@@ -160,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
         execute([Job(config.to_dict())], out, process=(0, 1), progress=say)
     if "r2f" in chosen:
         print(f"R2F's proxy: {base['proxy']}" + (" (the model itself)" if base["proxy"] == args.model else ""))
-    print("chosen settings: " + "; ".join(f"{m} {', '.join(f'{k}={v}' for k, v in p.items())}"
+    print(f"chosen settings (calibrated on {utility_label(args.name_control)} >= {args.min_gur:g}): " + "; ".join(f"{m} {', '.join(f'{k}={v}' for k, v in p.items())}"
                                           for m, p in chosen.items()))
     return cli(["table", "--output", out])
 

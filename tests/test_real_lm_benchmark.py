@@ -71,6 +71,17 @@ def test_an_unreadable_utility_ends_the_search_uncalibrated(real_lm):
     assert real_lm.unreached(None, 90.0) == "GUR unreadable: not calibrated"
 
 
+def test_the_name_control_holds_a_method_that_breaks_the_targets_name_at_the_floor(real_lm):
+    """RMU on SmolLM2 kept GUR near 100 while answering almost nothing asked with the target's
+    name: read as the lower of the two, its utility falls and the calibration stops it earlier."""
+    rmu = [{"gur": 100.8, "name_control": 0.0}, {"gur": 99.0, "name_control": 20.0}, {"gur": 98.0}]
+    assert real_lm.mean_utility(rmu) == pytest.approx((100.8 + 99.0 + 98.0) / 3)
+    assert real_lm.mean_utility(rmu, name_control=True) == pytest.approx(10.0)  # the third has no name control
+    assert real_lm.mean_utility([{"gur": None, "name_control": 50.0}], name_control=True) is None
+    assert real_lm.unreached(60.0, 90.0, real_lm.utility_label(True)) == (
+        "min(GUR, name ctrl) stayed below 90 down to the weakest setting tried: not calibrated; raise --extend")
+
+
 def test_a_negative_extension_gets_one_line_before_anything_runs(real_lm, tmp_path):
     with pytest.raises(SystemExit, match=r"^--extend: -1 is below 0 \(0 keeps each method to its grid\)$"):
         real_lm.main(["--extend", "-1", "--output", str(tmp_path)])
@@ -84,5 +95,5 @@ def test_the_script_scans_calibrates_and_tabulates(real_lm, tmp_path, capsys):
     assert "table targets: " in err and "calibrated fullgrad: step 0.0002 -> GUR " in err
     # the demo model's utility outlasts this grid, sized for a pretrained LM: pushed on, then said so
     assert "0.0016 -> GUR " in err and "chosen 0.0016 (GUR stayed at or above 90" in err
-    assert "chosen settings: fullgrad step=" in out and "| fullgrad |" in out and "R2F's proxy" not in out
+    assert "chosen settings (calibrated on GUR >= 90): fullgrad step=" in out and "| fullgrad |" in out and "R2F's proxy" not in out
     assert len(list((tmp_path / "table" / "jobs").glob("*.json"))) == 1
