@@ -176,8 +176,8 @@ def main(argv: list[str] | None = None) -> int:
         execute([Job(config.to_dict())], out, process=(0, 1), progress=say)
     if "r2f" in chosen:
         print(f"R2F's proxy: {base['proxy']}" + (" (the model itself)" if base["proxy"] == args.model else ""))
-    print(f"chosen settings (calibrated on {utility_label(args.name_control)} >= {args.min_gur:g}): " + "; ".join(f"{m} {', '.join(f'{k}={v}' for k, v in p.items())}"
-                                          for m, p in chosen.items()))
+    settings = "; ".join(f"{m} {', '.join(f'{k}={v}' for k, v in p.items())}" for m, p in chosen.items())
+    print(f"chosen settings (calibrated on {utility_label(args.name_control)} >= {args.min_gur:g}): {settings}")
     return cli(["table", "--output", out])
 
 
