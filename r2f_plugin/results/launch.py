@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from ..errors import UserError
 from .job import Job
 from .store import Store
-from .sweep import SweepReport, default_runner, execute, refusal, set_up
+from .sweep import SweepReport, admitted, default_runner, execute
 
 if TYPE_CHECKING:
     from ..engine.run import Run
@@ -176,12 +176,7 @@ class Submitit:
         """Every job set up before any is submitted (options checked, data read, no model
         built): those that check out, and a failure line for each other, which without
         ``keep_going`` refuses them all in one line instead."""
-        bad = set_up(jobs, default_runner(), self.keep_going)[1]
-        if bad and not self.keep_going:
-            raise refusal(bad, len(jobs), verb="submitted")
-        for label, why in bad.items():
-            self.progress(f"job refused: {label}: {why}")
-        return [job for job in jobs if job.label not in bad], [f"{label}: {why}" for label, why in bad.items()]
+        return admitted(jobs, default_runner(), self.keep_going, self.progress, verb="submitted")[1:]
 
     def submit(self, jobs: Sequence[Job]) -> list[Any]:
         """Submit one array task per job (set up by :meth:`checked`), each run by

@@ -210,13 +210,10 @@ def execute(jobs: Sequence[Job], output: str, *, runner: type[Run] | None = None
     store.check()
     mine = shard(jobs, index, count)
     report = SweepReport(planned=len(jobs), assigned=len(mine))
-    keys, bad = set_up(mine, runner, keep_going) if len(mine) > 1 else ({}, {})  # one job fails as itself
-    if bad and not keep_going:
-        raise refusal(bad, len(mine), process)
-    for label, why in bad.items():
-        report.failed.append(f"{label}: {why}")
-        say(f"job refused: {label}: {why}")
-    mine = [job for job in mine if job.label not in bad]
+    keys: dict[str, list[str]] = {}
+    if len(mine) > 1:  # one job fails as itself
+        keys, mine, refused = admitted(mine, runner, keep_going, say, process)
+        report.failed += refused
     forecast = Forecast(say, deadline)
     try:
         n = 0
@@ -281,6 +278,19 @@ def set_up(jobs: Sequence[Job], runner: type[Run] | None = None,
                 raise
             bad[job.label] = f"{type(exc).__name__}: {exc}"
     return keys, bad
+
+
+def admitted(jobs: Sequence[Job], runner: type[Run] | None, keep_going: bool, say: Progress,
+             process: tuple[int, int] = (0, 1), verb: str = "run") -> tuple[dict[str, list[str]], list[Job], list[str]]:
+    """:func:`set_up` on ``jobs``: a bad one refuses them all (:func:`refusal`), or with
+    ``keep_going`` is said and returned as a failure line. The keys, the jobs that check out,
+    the failure lines."""
+    keys, bad = set_up(jobs, runner, keep_going)
+    if bad and not keep_going:
+        raise refusal(bad, len(jobs), process, verb)
+    for label, why in bad.items():
+        say(f"job refused: {label}: {why}")
+    return keys, [job for job in jobs if job.label not in bad], [f"{label}: {why}" for label, why in bad.items()]
 
 
 def refusal(bad: Mapping[str, str], planned: int, process: tuple[int, int] = (0, 1),
