@@ -10,7 +10,7 @@
 set -euo pipefail
 MODEL=${1:?usage: world_on_gpu.sh MODEL (a GGUF file, folder or hub name)}
 OUT=${OUT:-world-gpu}
-SCHEDULES=${SCHEDULES:-5x5e-5 10x1e-4 10x3e-4 20x1e-4 20x3e-4}  # 3,445 steps: ~6 min of one H200 for SmolLM2 (estimated: 0.32 s a step measured with 3 processes sharing it)
+SCHEDULES=${SCHEDULES:-5x5e-5 10x1e-4 10x3e-4 20x1e-4 20x3e-4}  # 3,445 steps: ~6 min of one H200 for SmolLM2 (estimated: about 0.3 s a step measured with 3 processes sharing it)
 STAGE=${STAGE:-all}
 [[ $STAGE == all || $STAGE == sweep || $STAGE == check ]] || { echo "STAGE=$STAGE: use all, sweep or check" >&2; exit 2; }
 HERE=$(cd "$(dirname "$0")" && pwd)
