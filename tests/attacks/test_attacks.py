@@ -5,6 +5,7 @@ on the untouched model and are cached, and the deletion's weights are put back b
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from types import SimpleNamespace
 
 import pytest
@@ -48,19 +49,53 @@ def test_nf4_and_int8_follow_the_formats_block_and_row_rules():
     assert torch.allclose(steps, steps.round(), atol=1e-4) and torch.allclose(int8(r), r)
 
 
+SHAPES = [(64, 128), (8, 100), (30, 576)]  # whole blocks, a padded last block, SmolLM2's width
+# sha256 (first 16 hex) of bitsandbytes 0.50.2's output on exact_weights(shape), CPU kernels:
+# NF4's dequantised weights, int8's integer codes (regenerate with bitsandbytes installed:
+# the test below checks these digests against its output)
+BNB_DIGESTS = {"nf4": ["8243d63f4e883bc1", "e283eadcf143ba03", "cf169666fcb6f4fd"],
+               "int8": ["48c7579245f5a1ad", "db0f7b36e7ada1ab", "71663ecd49534b08"]}
+
+
+def exact_weights(shape: tuple[int, int]) -> torch.Tensor:
+    """Weights in [-0.05, 0.05] from integer arithmetic and one division: the same bits on every CPU."""
+    n = shape[0] * shape[1]
+    return (((torch.arange(n) * 7919) % 2001 - 1000).float() / 20000).view(shape)
+
+
+def simulated(fmt: str, w: torch.Tensor) -> torch.Tensor:
+    """The simulation's NF4 weights, or its int8 integer codes (row absmax over 127 a step)."""
+    if fmt == "nf4":
+        return nf4(w)
+    return torch.round(int8(w) / (w.abs().amax(dim=1, keepdim=True) / 127)).to(torch.int8)
+
+
+def digest(t: torch.Tensor) -> str:
+    return hashlib.sha256(t.contiguous().numpy().tobytes()).hexdigest()[:16]
+
+
+@pytest.mark.parametrize("fmt", ["nf4", "int8"])
+def test_the_simulated_formats_match_bitsandbytes_recorded_output(fmt):
+    """Without bitsandbytes installed: the simulation reproduces its recorded output bit for bit."""
+    assert [digest(simulated(fmt, exact_weights(shape))) for shape in SHAPES] == BNB_DIGESTS[fmt]
+
+
 @pytest.mark.parametrize("fmt", ["nf4", "int8"])
 def test_the_simulated_formats_are_bitsandbytes_own(fmt):
     """bitsandbytes' own quantise-then-dequantise (its CPU kernels) gives the simulation's
-    weights: NF4 bit for bit, int8 to float rounding."""
+    weights: NF4 bit for bit, int8 to float rounding; and its output is the recorded one."""
     F = pytest.importorskip("bitsandbytes.functional")
     torch.manual_seed(2)
-    for shape in [(64, 128), (8, 100), (30, 576)]:  # whole blocks, a padded last block, SmolLM2's width
+    for shape, recorded in zip(SHAPES, BNB_DIGESTS[fmt]):
         w = torch.randn(*shape) * 0.05
         if fmt == "nf4":
             assert torch.equal(nf4(w), F.dequantize_4bit(*F.quantize_4bit(w, blocksize=BLOCK, quant_type="nf4")))
+            own = F.dequantize_4bit(*F.quantize_4bit(exact_weights(shape), blocksize=BLOCK, quant_type="nf4"))
         else:
             q, rows, _ = F.int8_vectorwise_quant(w)
             assert torch.allclose(int8(w), F.int8_vectorwise_dequant(q, rows), rtol=0, atol=1e-7)
+            own = F.int8_vectorwise_quant(exact_weights(shape))[0]
+        assert digest(own) == recorded
 
 
 @pytest.mark.parametrize("fmt", ["nf4", "int8"])

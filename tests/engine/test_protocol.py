@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import pytest
 
@@ -18,6 +19,11 @@ from r2f_bench.tasks.rwku import RWKU, SAMPLE_DIR
 from conftest import SHARED_DATA
 
 SHARED = ("rwku", "wmdp", "muse")  # the benchmarks with data in ../shared/data (WaterDrum's folder holds a README)
+
+
+def plain(text: str) -> str:
+    """Lower-case words joined by one space: an exact-containment check independent of the protocol's."""
+    return " ".join(re.findall(r"\w+", text.lower()))
 
 
 def loads():
@@ -43,6 +49,9 @@ def test_no_scored_item_reaches_what_a_method_sees(name, data_dir, source):
     bench = registry().task(name)().load(data_dir, None, 10, 3, source)
     leaks = protocol.find_leaks(protocol.evaluated_items(bench), protocol.method_visible(bench))
     assert leaks == []
+    # the same without the protocol's matcher: no scored string of 6+ words inside a visible text
+    visible = "\n".join(plain(text) for text, _ in protocol.method_visible(bench))
+    assert [s for s, _ in protocol.evaluated_items(bench) if len(plain(s).split()) >= 6 and plain(s) in visible] == []
     assert all(t.request for t in bench.targets) and bench.utility and bench.general_prompts
     for target in bench.targets[:3]:  # offline paraphrases of the request reproduce no scored string
         protocol.check_views(target, build_views(target.request, 3, Paraphraser()), bench)

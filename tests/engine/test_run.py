@@ -112,7 +112,7 @@ def test_each_target_edits_the_one_model_which_is_then_put_back_bit_exactly(tmp_
     alone = fresh.run_target(fresh.targets[1])
     for key in ("usr", "usr_seen", "gur", "locality", "rap", "rap_control", "identity_alignment", "set_scores"):
         assert records[1][key] == alone[key], key
-    assert records[1]["phases"]["restore"] >= 0
+    assert 0 <= records[1]["phases"]["restore"] <= records[1]["wall_seconds"]
     budget = records[0]["budget"]  # measured alike for every method
     assert budget["retain_read"] is False and budget["retain_in_setup"] is (method == "eco")
     if method == "fullgrad":  # one gradient over the request's views, then a step on every adapted layer

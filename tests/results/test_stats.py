@@ -31,8 +31,9 @@ def test_weights_draw_targets_and_seeds_crossed_and_pair_across_calls():
     # unit (t, s) weighs count(t) x count(s): rows factor into a target part and a seed part
     by_target = np.stack([w[:, [0, 1]].sum(1), w[:, [2, 3]].sum(1), w[:, [4, 5]].sum(1)], 1)
     by_seed = np.stack([w[:, [0, 2, 4]].sum(1), w[:, [1, 3, 5]].sum(1)], 1)
-    assert np.allclose(w[:, 0] * w.sum(1), by_target[:, 0] * by_seed[:, 0])
-    assert (by_seed.sum(1) == by_target.sum(1)).all()
+    unit_target, unit_seed = [0, 0, 1, 1, 2, 2], [0, 1, 0, 1, 0, 1]
+    assert np.allclose(w * w.sum(1, keepdims=True), by_target[:, unit_target] * by_seed[:, unit_seed])
+    assert (w.sum(1) == 6).all()  # 3 targets drawn x 2 seeds drawn, every unit present
     assert not (w[:, 0] == w[:, 1]).all()  # a target's two taught models are drawn apart
     one_seed = unit_weights(["a", "b", "c"], [0, 0, 0], samples=50)
     assert (one_seed.sum(axis=1) == 3).all()  # the bootstrap over targets
@@ -70,7 +71,7 @@ def test_a_method_by_model_interaction_widens_the_interval():
 def test_group_stats_reports_targets_and_seeds():
     records = [{"target": t, "seed": s, "usr": float(i)} for i, (t, s) in enumerate((("t1", 0), ("t1", 1), ("t2", 0)))]
     stat = group_stats(records, "usr", key=lambda r: "all")["all"]
-    assert (stat.n, stat.targets, stat.seeds) == (3, 2, 2) and stat.lo <= stat.mean <= stat.hi
+    assert (stat.mean, stat.n, stat.targets, stat.seeds) == (1.0, 3, 2, 2) and stat.lo <= stat.mean <= stat.hi
 
 
 def test_holm_keeps_only_what_survives_the_family():

@@ -97,6 +97,28 @@ def test_concurrent_processes_never_corrupt(tmp_path):
     assert not list(store.jobs.glob(".*"))
 
 
+def test_a_put_cut_off_mid_write_leaves_the_old_record(tmp_path, monkeypatch):
+    """A write that dies halfway (disk full, a kill) never leaves a half record under the key."""
+    from r2f_bench import atomic
+    from r2f_bench.errors import UserError
+
+    store = Store(tmp_path)
+    key = job_key(CONFIG, "t1", "rev", VERSIONS)
+    store.put(key, {"usr": 1.0, "pad": "x" * 5000})
+    real_write = atomic.os.write
+
+    def half_then_fail(fd, data):
+        real_write(fd, bytes(data[: len(data) // 2]))
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(atomic.os, "write", half_then_fail)
+    with pytest.raises(UserError):
+        store.put(key, {"usr": 2.0, "pad": "y" * 5000})
+    monkeypatch.undo()
+    assert store.get(key) == {"usr": 1.0, "pad": "x" * 5000, "key": key}
+    assert not list(store.jobs.glob(".*"))  # no temporary file left behind
+
+
 def test_options_added_later_keep_older_stores_keys():
     """--attacks at its default (RAP alone) did what runs did before it existed: an older
     store's results keep their keys and resume; other attacks are other results."""

@@ -43,8 +43,9 @@ def test_bootstrap_interval_covers_the_mean_at_its_stated_rate():
         stat = summarize(values, bootstrap_seed=i)
         hits += stat.lo <= 10.0 <= stat.hi
     assert 0.88 <= hits / 200 <= 0.99
-    same = [5.0] * 4
-    assert summarize(same) == summarize(same) and summarize(same).lo == summarize(same).hi == 5.0
+    assert summarize([5.0] * 4).lo == summarize([5.0] * 4).hi == 5.0
+    varied = [1.0, 4.0, 9.0, 2.0, 7.0]  # seeded: one seed gives one interval, another seed another
+    assert summarize(varied, bootstrap_seed=3) == summarize(varied, bootstrap_seed=3) != summarize(varied, bootstrap_seed=4)
 
 
 def test_bold_best_respects_direction(tables):

@@ -186,8 +186,22 @@ def test_lm_eval_process_results_adds_official_f1():
     assert scores["rouge_l_f1"] == pytest.approx(0.8) and scores["rouge_l_recall"] == pytest.approx(2 / 3)
 
 
-def test_official_scores_come_from_extra_scores():
+def test_official_scores_come_from_extra_scores(monkeypatch):
+    """Per-probe means give no official score; ``extra_scores`` reports MUSE's own, x100, each
+    on its own probes (VerbMem on the forget verbatim set, KnowMem on forget QA and on retain)."""
     assert MUSE().official_scores({"knowmem_forget": 0.3}) == {}
+    bench = MUSE().load(None, None, None, n_dev=0)
+    target = bench.targets[0]
+    on = lambda probes: len(probes) / 100 + (0.5 if probes is bench.utility else 0.0)  # which probes it got
+    monkeypatch.setattr(official, "verbmem", lambda model, tok, probes: on(probes))
+    monkeypatch.setattr(official, "knowmem", lambda model, tok, probes: on(probes))
+    monkeypatch.setattr(official, "privleak_auc", lambda model, tok, forget, holdout: len(forget) / len(holdout))
+    scores = MUSE().extra_scores(None, None, bench, target)
+    auc = len(target.privleak_forget) / len(target.privleak_holdout)
+    assert scores == pytest.approx({
+        "verbmem_f": len(target.probes["verbmem_forget"]), "knowmem_f": len(target.probes["knowmem_forget"]),
+        "knowmem_r": len(bench.utility) + 50, "privleak_auc": auc,
+        "privleak": official.privleak(auc, target.privleak_reference), "privleak_reference": 0.5})
 
 
 def test_lm_eval_round_trip():

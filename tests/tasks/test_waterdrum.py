@@ -177,8 +177,24 @@ def test_sample_is_watermarked_per_owner():
     assert auroc(score(answers["retain"]), score(answers["forget"])) > 0.9
 
 
-def test_official_scores_come_from_extra_scores():
+def test_official_scores_come_from_extra_scores(monkeypatch):
+    """``waterdrum_<set>``: each set's generations verified under that set's key. Answers
+    carrying the forget split's watermark score high under the forget key; the retain
+    split's answers (another key) given to the same queries score near 0."""
+    import r2f_bench.tasks.waterdrum as waterdrum
+
     assert WaterDrum().official_scores({"forget": 0.5}) == {}
+    bench = WaterDrum().load(None, None, None, n_dev=0)
+    target = bench.targets[0]
+    answers = {p.prompt: p.answer for ps in target.probes.values() for p in ps}
+    monkeypatch.setattr(waterdrum, "generate", lambda model, tok, prompts, *a, **k: [[answers[q]] for q in prompts])
+    own = WaterDrum().extra_scores(None, None, bench, target)
+    assert set(own) == {"waterdrum_forget", "waterdrum_retain"} and min(own.values()) > 0.25
+    retained = [p.answer for p in target.probes["retain"]]
+    assert target.keys["forget"] != target.keys["retain"]
+    monkeypatch.setattr(waterdrum, "generate", lambda model, tok, prompts, *a, **k: [[r] for r in retained[:len(prompts)]])
+    swapped = WaterDrum().extra_scores(None, None, bench, target)["waterdrum_forget"]
+    assert abs(swapped) < own["waterdrum_forget"] / 2  # four answers each: far apart, not at 0 and 1
 
 
 def test_lm_eval_round_trip():
