@@ -55,12 +55,12 @@ from ..errors import UserError
 from ..task import HELD_OUT, LOCALITY, SEEN
 from ..training.embedder import embed
 from ..training.encoding import batches, encode
-from ..unlearner import Context, Edit, Strength, Unlearner, positive
+from ..unlearner import Context, Edit, Strength, Unlearner, all_positive, positive
 
 
 @dataclass
 class EcoParams:
-    sigmas: tuple[float, ...] = field(default=(0.5, 1.0, 2.0, 4.0, 8.0), metadata={"help": "candidate noise strengths (× embedding RMS) for the dev search"})
+    sigmas: tuple[float, ...] = field(default=(0.5, 1.0, 2.0, 4.0, 8.0), metadata={"help": "candidate noise strengths (× embedding RMS) for the dev search", "check": all_positive})
     stop_ratio: float = field(default=0.3, metadata={"help": "sigma search target: dev answer accuracy ≤ stop_ratio × clean", "check": positive})
     threshold: float = field(default=-1.0, metadata={"help": "classifier cosine threshold; < 0: fit on the dev split"})
     sigma: float = field(default=-1.0, metadata={"help": "noise strength; < 0: fit on the dev split"})
@@ -132,6 +132,12 @@ class ECO(Unlearner):
     edits_weights = False
     # the noise strength (x embedding RMS); the classifier threshold is still fitted on the dev split
     strength = Strength("sigma", 0.1, 16.0)
+
+    @classmethod
+    def dev_split_needed(cls, params: EcoParams) -> str | None:
+        fitted = [f"--set {name}={name[0].upper()}" for name in ("threshold", "sigma") if getattr(params, name) < 0]
+        return f"eco fits its threshold and sigma on the dev split; use --dev-targets ≥ 1 or {' and '.join(fitted)}." \
+            if fitted else None
 
     def setup(self, model: torch.nn.Module, ctx: Context) -> None:
         p = self.params

@@ -39,11 +39,13 @@ from pathlib import Path
 os.environ.setdefault("TQDM_DISABLE", "1")
 
 from r2f_bench.cli.main import main as cli, script  # noqa: E402
-from r2f_bench.engine.config import RunConfig  # noqa: E402
+from r2f_bench.engine.config import RunConfig, check_bounds  # noqa: E402
+from r2f_bench.errors import UserError  # noqa: E402
 from r2f_bench.engine.scan import scan  # noqa: E402
 from r2f_bench.results.frontier_run import utility_of  # noqa: E402
 from r2f_bench.results.store import Store  # noqa: E402
-from r2f_bench.results.sweep import Job, execute  # noqa: E402
+from r2f_bench.results.sweep import Job, comma_list, execute  # noqa: E402
+from r2f_bench.results.tune import check_min_gur  # noqa: E402
 from r2f_bench.unlearner import continued  # noqa: E402
 
 # method -> (strength knob, values from weak to strong, fixed parameters)
@@ -125,6 +127,20 @@ def calibrate(method: str, targets: list[str], base: dict, args: argparse.Namesp
     return {**fixed, knob: f"{pick:g}"}
 
 
+def check_arguments(args: argparse.Namespace, methods: list[str], base: dict) -> None:
+    """One line for any option the run would otherwise refuse, or misread, after the scan."""
+    unknown = [m for m in methods if m not in GRIDS]
+    if unknown or not methods:
+        raise UserError(f"--methods: {', '.join(unknown) or 'none given'}; choose from {', '.join(GRIDS)}.")
+    for option in ("targets", "calibrate", "scan"):
+        if (value := getattr(args, option)) is not None and value < 1:
+            raise UserError(f"--{option} must be at least 1, got {value}.")
+    if args.extend < 0:
+        raise UserError(f"--extend: {args.extend} is below 0 (0 keeps each method to its grid).")
+    check_min_gur(args.min_gur)
+    check_bounds(RunConfig(method=methods[0], limit=args.scan, rap_lr=args.rap_lr, **base))
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", default="embedded", help="the pretrained LM (GGUF file, folder or hub name; default: "
@@ -150,11 +166,11 @@ def main(argv: list[str] | None = None) -> int:
                    help="generation batch (default 32; 128 for a large vocabulary such as Gemma's 262k on a CPU)")
     p.add_argument("--output", default="r2f-real-lm", help="stores: <output>/calibrate, <output>/table")
     args = p.parse_args(argv)
-    if args.extend < 0:
-        raise SystemExit(f"--extend: {args.extend} is below 0 (0 keeps each method to its grid)")
-    say = lambda m: print(m, file=sys.stderr, flush=True)
+    methods = comma_list(args.methods)
     base = {"task": "rwku", "model": args.model, "proxy": args.proxy or args.model, "data_dir": args.data_dir,
             "threads": args.threads, "eval_batch_size": args.eval_batch_size}
+    check_arguments(args, methods, base)  # all before the scan loads the model
+    say = lambda m: print(m, file=sys.stderr, flush=True)
 
     _, found = scan(RunConfig(method="", limit=args.scan, output=args.output,
                               **{k: v for k, v in base.items() if k != "proxy"}), say)
@@ -169,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
 
     chosen: dict[str, dict[str, str]] = {}
     out = str(Path(args.output) / "table")
-    for method in args.methods.split(","):  # each method calibrated, then tabulated: a cut-short run keeps whole rows
+    for method in methods:  # each method calibrated, then tabulated: a cut-short run keeps whole rows
         chosen[method] = calibrate(method, calibration, base, args, say)
         config = RunConfig(method=method, targets=table_targets, params=chosen[method], rap_lr=args.rap_lr,
                            output=out, **base)

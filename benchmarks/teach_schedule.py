@@ -28,8 +28,9 @@ from pathlib import Path
 os.environ.setdefault("TQDM_DISABLE", "1")
 
 from r2f_bench.cli.main import script  # noqa: E402
-from r2f_bench.engine.config import RunConfig  # noqa: E402
+from r2f_bench.engine.config import RunConfig, check_bounds  # noqa: E402
 from r2f_bench.engine.run import Run  # noqa: E402
+from r2f_bench.errors import UserError  # noqa: E402
 from r2f_bench.tasks.rwku.world import WorldConfig, write  # noqa: E402
 
 METHOD = "grad_ascent"  # the run is only built (its model taught), never run: a method without setup or views
@@ -44,8 +45,10 @@ def schedules(spec: str) -> list[tuple[int, float]]:
             epochs_lr = int(epochs), float(lr)
         except ValueError:
             epochs_lr = (0, 0.0)
-        if min(epochs_lr) <= 0:
-            raise SystemExit(f"--schedules: {item!r} is not EPOCHSxLR with both positive (say 10x1e-4)")
+        if not min(epochs_lr) > 0:  # NaN too
+            raise UserError(f"--schedules: {item!r} is not EPOCHSxLR with both positive (say 10x1e-4).")
+        # in the run's own range, before any schedule is taught
+        check_bounds(RunConfig(method=METHOD, task="rwku", teach_epochs=epochs_lr[0], teach_lr=epochs_lr[1]))
         out.append(epochs_lr)
     return out
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import tempfile
@@ -27,6 +28,9 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from r2f_bench.cli.main import script  # noqa: E402
+from r2f_bench.engine.config import RunConfig, check_bounds  # noqa: E402
+from r2f_bench.errors import UserError  # noqa: E402
+from r2f_bench.results.sweep import comma_list, parse_seeds  # noqa: E402
 from r2f_bench.tasks.rwku.world import WorldConfig, write  # noqa: E402
 from r2f_bench.results.testbed import check_world, passes  # noqa: E402
 
@@ -34,13 +38,23 @@ METHOD = "grad_ascent"  # its strength knob draws the curves: the plainest way t
 
 
 def strengths(spec: str | None) -> list[float] | None:
-    """``LO:HI:N`` (N log-spaced points) or ``X,Y,...``; ``None``: the method's declared range."""
+    """``LO:HI:N`` (N log-spaced points) or ``X,Y,...``; ``None``: the method's declared range;
+    one line for anything else (before the world is taught)."""
     if not spec:
         return None
-    if ":" in spec:
-        lo, hi, n = spec.split(":")
-        return [float(x) for x in np.geomspace(float(lo), float(hi), int(n))]
-    return [float(x) for x in spec.split(",")]
+    try:
+        if ":" in spec:
+            lo, hi, n = spec.split(":")
+            if not (0 < float(lo) < float(hi) < math.inf and int(n) >= 2):
+                raise ValueError(spec)
+            return [float(x) for x in np.geomspace(float(lo), float(hi), int(n))]
+        values = [float(x) for x in comma_list(spec)]
+        if not values or not all(0 < v < math.inf for v in values):
+            raise ValueError(spec)
+        return values
+    except ValueError:
+        raise UserError(f"--strengths {spec!r}: write LO:HI:N (0 < LO < HI, N >= 2 log-spaced points) or X,Y,... "
+                        f"(each > 0), e.g. 3e-6:3e-4:5.") from None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -59,13 +73,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--json", action="store_true", help="print one JSON object alone on stdout (progress: stderr)")
     args = parser.parse_args(argv)
-    torch.set_num_threads(args.threads)
-    seeds = [int(s) for s in args.seeds.split(",")]
-    say = lambda m: print(m, file=sys.stderr, flush=True)  # each curve as measured: a cut-off run keeps them
+    seeds, lrs = parse_seeds(args.seeds), strengths(args.strengths)
+    if args.targets < 2:  # each target's control is another target's request
+        raise UserError(f"--targets must be at least 2 (a target's control forgets another target), got {args.targets}.")
     schedule = {k: v for k, v in (("teach_epochs", args.teach_epochs), ("teach_lr", args.teach_lr)) if v is not None}
+    check_bounds(RunConfig(method=METHOD, task="rwku", model=args.model, threads=args.threads,
+                           eval_batch_size=args.eval_batch_size, **schedule))
+    torch.set_num_threads(args.threads)
+    say = lambda m: print(m, file=sys.stderr, flush=True)  # each curve as measured: a cut-off run keeps them
     with tempfile.TemporaryDirectory(prefix="r2f-world-") as tmp:
         world = write(WorldConfig(seed=args.world_seed), Path(tmp) / f"world-{args.world_seed}")
-        result = check_world(world, seeds, args.targets, METHOD, "rwku", strengths(args.strengths), progress=say,
+        result = check_world(world, seeds, args.targets, METHOD, "rwku", lrs, progress=say,
                              config={"model": args.model, "output": str(Path(tmp) / "out"), "threads": args.threads,
                                      "eval_batch_size": args.eval_batch_size, **schedule,
                                      "views": 1})  # gradient ascent reads no paraphrased views: none are made

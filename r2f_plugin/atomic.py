@@ -100,9 +100,9 @@ def set_aside(path: Path, why: str, progress: Callable[[str], None]) -> None:
 
 def check_writable(directory: Path, option: str = "--output") -> None:
     """Fail early, with one line naming ``option``, if nothing can be written to ``directory``."""
-    if directory.exists() and not directory.is_dir():
-        raise UserError(f"{option} {directory} is a file; pass a directory.")
     try:
+        if directory.exists() and not directory.is_dir():
+            raise UserError(f"{option} {directory} is a file; pass a directory.")
         directory.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=directory, prefix=".write-test"):
             pass

@@ -6,9 +6,19 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from .errors import UserError
+
 
 def cache_root() -> Path:
-    return Path(os.environ.get("R2F_BENCH_CACHE", Path.home() / ".cache" / "r2f-bench"))
+    """The cache folder; an empty ``R2F_BENCH_CACHE`` is refused (it would make the working
+    folder the cache, and ``cache clear`` would empty its ``models/``)."""
+    value = os.environ.get("R2F_BENCH_CACHE")
+    if value is None:
+        return Path.home() / ".cache" / "r2f-bench"
+    if not value.strip():
+        raise UserError("R2F_BENCH_CACHE is set but empty; unset it (the cache is then ~/.cache/r2f-bench) "
+                        "or set it to a folder.")
+    return Path(value).expanduser()
 
 
 KINDS = ("models", "evals", "decoders", "worlds")  # the cache's folders, one per kind of entry

@@ -162,6 +162,13 @@ class Unlearner(ABC):
     def __init__(self, params: Any | None = None) -> None:
         self.params = params if params is not None else self.Params()
 
+    @classmethod
+    def dev_split_needed(cls, params: Any) -> str | None:
+        """Why :meth:`setup` with ``params`` needs the dev split's facts (``Context.retain_pool``),
+        as the fix to print when the run has none (checked before any model loads); ``None``
+        (the default): it does not."""
+        return None
+
     def setup(self, model: torch.nn.Module, ctx: Context) -> None:
         """One-time preparation shared by all deletions (e.g. fitting R2F's decoder).
 
@@ -217,6 +224,10 @@ def positive(value: float) -> str | None:
     return None if value > 0 else "> 0"
 
 
+def all_positive(values: tuple[float, ...]) -> str | None:
+    return None if all(v > 0 for v in values) else "all > 0"
+
+
 def fraction(value: float) -> str | None:
     return None if 0 < value <= 1 else "in (0, 1]"
 
@@ -247,6 +258,10 @@ def coerce(raw: str, f: dataclasses.Field, params: type, owner: str) -> Any:
     problem = None
     if isinstance(value, float) and not math.isfinite(value):
         problem = "a finite number"
+    elif isinstance(value, (tuple, list)) and not value:
+        problem = "at least one value"
+    elif isinstance(value, (tuple, list)) and not all(math.isfinite(x) for x in value if isinstance(x, float)):
+        problem = "finite numbers"
     elif value is not None and "check" in f.metadata:
         problem = f.metadata["check"](value)
     if problem:

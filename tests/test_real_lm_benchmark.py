@@ -82,9 +82,22 @@ def test_the_name_control_holds_a_method_that_breaks_the_targets_name_at_the_flo
         "min(GUR, name ctrl) stayed below 90 down to the weakest setting tried: not calibrated; raise --extend")
 
 
-def test_a_negative_extension_gets_one_line_before_anything_runs(real_lm, tmp_path):
-    with pytest.raises(SystemExit, match=r"^--extend: -1 is below 0 \(0 keeps each method to its grid\)$"):
-        real_lm.main(["--extend", "-1", "--output", str(tmp_path)])
+@pytest.mark.parametrize("argv,line", [
+    (["--extend", "-1"], r"--extend: -1 is below 0 \(0 keeps each method to its grid\)\."),
+    (["--methods", "r2f,foo"], r"--methods: foo; choose from r2f, fullgrad, .*\."),
+    (["--methods", ","], r"--methods: none given; choose from r2f, .*\."),
+    (["--targets", "0"], r"--targets must be at least 1, got 0\."),  # [] once meant the task's first 3
+    (["--calibrate", "0"], r"--calibrate must be at least 1, got 0\."),
+    (["--min-gur", "0.9"], r"--min-gur is the share of utility kept, in %: .*got 0\.9; for 90 % write --min-gur 90\."),
+    (["--rap-lr", "nan"], r"--rap-lr must be a finite number, got nan\."),
+    (["--scan", "0"], r"--scan must be at least 1, got 0\."),
+])
+def test_bad_options_get_one_line_before_the_scan(real_lm, tmp_path, argv, line):
+    """Refused before anything loads (before: after the scan, or after a calibration, or never)."""
+    from r2f_bench.errors import UserError
+
+    with pytest.raises(UserError, match=f"^{line}$"):
+        real_lm.main([*argv, "--output", str(tmp_path)])
     assert not any(tmp_path.iterdir())
 
 

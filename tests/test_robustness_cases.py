@@ -217,6 +217,43 @@ def test_an_unwritable_cache_is_named_before_any_model_loads(tmp_path, monkeypat
         f"error: the cache (R2F_BENCH_CACHE) {tmp_path}/file is a file; pass a directory."]
 
 
+def test_an_empty_cache_variable_is_refused_and_clears_nothing(tmp_path, monkeypatch, capsys):
+    """R2F_BENCH_CACHE="" once meant the working folder: `cache clear` emptied its models/."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "mine.safetensors").write_text("a user's file")
+    monkeypatch.setenv("R2F_BENCH_CACHE", "")
+    line = ("error: R2F_BENCH_CACHE is set but empty; unset it (the cache is then ~/.cache/r2f-bench) "
+            "or set it to a folder.")
+    for argv in (["cache", "clear"], ["cache", "info"], RUN + ["--output", str(tmp_path / "out")]):
+        assert main(argv) == 2
+        assert capsys.readouterr().err.strip().splitlines() == [line]
+    assert (tmp_path / "models" / "mine.safetensors").is_file()
+    monkeypatch.setenv("R2F_BENCH_CACHE", "~/r2f-cache")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    from r2f_bench.cache import cache_root
+    assert cache_root() == tmp_path / "r2f-cache"
+
+
+def test_a_folder_that_cannot_be_entered_is_one_line(tmp_path, monkeypatch, capsys):
+    """Python 3.11's Path.exists raises PermissionError under a folder the user cannot enter."""
+    from r2f_bench.atomic import check_writable
+    from r2f_bench.errors import UserError
+
+    def denied(self, *args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "exists", denied)
+    with pytest.raises(UserError, match=r"^cannot write to --output .*/x \(Permission denied\); choose a writable"):
+        check_writable(tmp_path / "x")
+    monkeypatch.setattr(Path, "is_dir", denied)
+    monkeypatch.setenv("R2F_BENCH_CACHE", str(tmp_path / "locked"))
+    assert main(["cache", "info"]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"error: cannot read the cache {tmp_path}/locked (Permission denied); check its permissions, "
+        "or set R2F_BENCH_CACHE to another folder."]
+
+
 def test_a_descending_seed_range_names_the_fix():
     from r2f_bench.errors import UserError
     from r2f_bench.results.sweep import parse_seeds

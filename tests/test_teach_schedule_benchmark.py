@@ -58,8 +58,38 @@ def test_the_choice_is_the_most_check_questions_answered_then_the_fewest_steps()
 
 @pytest.mark.parametrize("bad", ["10e-4", "0x1e-4", "5x-1e-4", "fivex1e-4"])
 def test_a_malformed_schedule_is_one_line_naming_it(bad):
-    with pytest.raises(SystemExit, match=rf"--schedules: '{bad}' is not EPOCHSxLR with both positive"):
+    from r2f_bench.errors import UserError
+
+    with pytest.raises(UserError, match=rf"^--schedules: '{bad}' is not EPOCHSxLR with both positive"):
         script().main(["--model", "x", "--schedules", f"5x5e-5,{bad}"])
+
+
+@pytest.mark.parametrize("bad,line", [("10x5", r"--teach-lr must be at most 1\.0, got 5\.0\."),
+                                      ("10xnan", r"--teach-lr must be a finite number, got nan\.")])
+def test_a_schedule_out_of_the_runs_range_is_refused_before_any_teaching(bad, line):
+    """Before: the first schedule was taught, then the second's rate refused by the run (NaN: never)."""
+    from r2f_bench.errors import UserError
+
+    with pytest.raises(UserError, match=f"^{line}$"):
+        script().main(["--model", "x", "--schedules", f"5x5e-5,{bad}"])
+
+
+@pytest.mark.parametrize("argv,line", [
+    (["--seeds", "0-a"], r"bad --seeds item '0-a'.*"),
+    (["--strengths", "1e-4:1e-3"], r"--strengths '1e-4:1e-3': write LO:HI:N .*"),
+    (["--strengths", "1e-3:1e-4:5"], r"--strengths '1e-3:1e-4:5': write LO:HI:N .*"),
+    (["--strengths", "1e-4,nan"], r"--strengths '1e-4,nan': write LO:HI:N .*"),
+    (["--threads", "0"], r"--threads must be at least 1, got 0\."),
+    (["--targets", "1"], r"--targets must be at least 2 \(a target's control forgets another target\), got 1\."),
+])
+def test_the_acceptance_script_refuses_bad_options_before_teaching(argv, line, monkeypatch):
+    """Before: tracebacks, a refusal after teaching, or (one target) a control that forgot the target itself."""
+    from r2f_bench.errors import UserError
+
+    testbed = script("testbed")
+    monkeypatch.setattr(testbed, "check_world", lambda *a, **k: pytest.fail("taught before the options were checked"))
+    with pytest.raises(UserError, match=f"^{line}$"):
+        testbed.main(["--model", "m", *argv])
 
 
 def test_the_acceptance_checks_run_on_the_schedule_given(monkeypatch, capsys):

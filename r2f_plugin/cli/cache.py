@@ -20,7 +20,11 @@ def _size(path: Path) -> int:
 
 
 def _entries(root: Path) -> dict[str, list[Path]]:
-    out = {kind: sorted((root / kind).iterdir()) if (root / kind).is_dir() else [] for kind in KINDS}
+    try:
+        out = {kind: sorted((root / kind).iterdir()) if (root / kind).is_dir() else [] for kind in KINDS}
+    except OSError as exc:
+        raise UserError(f"cannot read the cache {root} ({exc.strerror}); check its permissions, "
+                        f"or set R2F_BENCH_CACHE to another folder.") from None
     return {kind: [p for p in paths if ".corrupt-" not in p.name and not p.name.startswith(".")]
             for kind, paths in out.items()} | {"set aside as corrupt": sorted(root.glob("*/*.corrupt-*"))}
 

@@ -166,7 +166,7 @@ def run_values(args: argparse.Namespace, sweep: bool = False) -> dict[str, Any]:
         text = getattr(args, opt.name, None)
         if text is None or sweep and opt.sweep is None:
             continue
-        if isinstance(text, str) and not text.strip() and opt.name != "output":  # the run names --output's fix
+        if isinstance(text, str) and not names(text) and opt.name != "output":  # "", " ", ",": the run names --output's fix
             raise UserError(f"{opt.flag} is empty (an unset shell variable?); give it a value, or leave it out "
                             f"for its default.")
         values[opt.name] = names(text) if sweep and opt.sweep == "each" else opt.parse(text) if opt.parse else text

@@ -7,7 +7,7 @@ from typing import Any
 
 from ..errors import UserError
 from ..results.sweep import comma_list, parse_seeds
-from ..results.tune import DEFAULT_MIN_GUR, parse_grid, plan_searches, run_search
+from ..results.tune import DEFAULT_MIN_GUR, check_min_gur, parse_grid, plan_searches, run_search
 from .options import (add_json_option, add_methods_option, add_run_options, add_seeds_option, add_task_option,
                       json_command, run_config, say)
 
@@ -17,9 +17,7 @@ def search(args: argparse.Namespace) -> list[dict[str, Any]]:
     for option in ("extend", "refine"):
         if getattr(args, option) < 0:
             raise UserError(f"--{option}: {getattr(args, option)} is below 0 (0 adds no strengths).")
-    if not (args.min_gur == 0 or 1 < args.min_gur <= 100):  # NaN too; 0 < x <= 1: a fraction
-        raise UserError(f"--min-gur is the share of utility kept, in %: above 1 and at most 100, or 0 for no "
-                        f"floor (default {DEFAULT_MIN_GUR:g}), got {args.min_gur:g}; for 90 % write --min-gur 90.")
+    check_min_gur(args.min_gur)
     searches = plan_searches(comma_list(args.methods), lambda method: run_config(args, method, args.task),
                              parse_grid(args.grid) if args.grid else None, args.points, args.extend)
     results, progress = [], say(args, once=True)

@@ -115,6 +115,8 @@ class Plan:
         if not self.targets:
             raise UserError(f"no {config.task} target has both a request and forget probes in {self.bench.source}; "
                             f"check the data or pick other --targets.")
+        if self.method_cls and not scored.retain_pool() and (fix := self.method_cls.dev_split_needed(self.params)):
+            raise UserError(fix)
         n, d = len(self.bench.targets), len(self.bench.dev_targets)
         progress(f"{config.task}: {n} evaluation target{'s' * (n != 1)}, {d} dev target{'s' * (d != 1)} "
                  f"from {self.bench.source} (revision {self.bench.revision}); running the {config.split} split")

@@ -99,6 +99,11 @@ class R2F(OneStepUnlearner):
     result_columns = (GRAD_COSINE.name,)  # decoded vs exact gradient, from diagnostics()
     ablations = ("rank", "views", "transfer")
 
+    @classmethod
+    def dev_split_needed(cls, params: R2FParams) -> str | None:
+        return None if params.decoder_path else ("R2F fits its decoder on the dev split's facts; use --dev-targets ≥ 1 "
+                                                 "or --set decoder_path=FILE.")
+
     def setup(self, model: torch.nn.Module, ctx: Context) -> None:
         p = self.params
         self.decoder = GradientDecoder.load(Path(p.decoder_path).expanduser()) if p.decoder_path else self._fit_on_proxy(ctx)

@@ -65,6 +65,8 @@ def curves_of(settings: Settings, entries: list[str]) -> list[Curve]:
         raise UserError(f"--points must be at least 2, got {settings.points}.")
     if settings.refine < 0:
         raise UserError(f"--refine must be 0 or more rounds, got {settings.refine}.")
+    if not entries:
+        raise UserError("--methods is empty; name some or pass `all`.")
     curves = []
     for entry in entries:
         method, overrides = method_variant(entry)

@@ -46,6 +46,14 @@ TUNE_COLUMN = {"seconds": ("s/deletion", 3)}
 DEFAULT_MIN_GUR = 90.0
 
 
+def check_min_gur(value: float) -> None:
+    """One line unless ``value`` is a utility floor in % (above 1, at most 100) or 0 for none;
+    NaN, and a fraction such as 0.9 that would let every setting pass, are refused."""
+    if not (value == 0 or 1 < value <= 100):
+        raise UserError(f"--min-gur is the share of utility kept, in %: above 1 and at most 100, or 0 for no "
+                        f"floor (default {DEFAULT_MIN_GUR:g}), got {value:g}; for 90 % write --min-gur 90.")
+
+
 def grid_points(space: dict[str, Sequence[Any]]) -> list[dict[str, str]]:
     """Every combination of the space's values, as ``--set`` strings."""
     names = sorted(space)

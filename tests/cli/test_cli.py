@@ -281,6 +281,14 @@ def test_tune_refuses_a_utility_floor_off_the_percent_scale(value, capsys):
     _bad(["tune", "--methods", "r2f", "--min-gur", value], capsys, "--min-gur is the share of utility kept, in %")
 
 
+@pytest.mark.parametrize("methods", ["", ","])
+def test_frontier_refuses_an_empty_method_list(methods, fake_run, tmp_path, capsys):
+    """Before: an IndexError traceback (the baseline was the first of no curves)."""
+    _bad(["frontier", "--methods", methods, "--output", str(tmp_path / "store")], capsys,
+         "--methods is empty; name some or pass `all`.")
+    assert not fake_run.CALLS
+
+
 def test_frontier_checks_its_out_dir_before_the_rounds(fake_run, tmp_path, capsys):
     """Before: an --out-dir that is a file failed after every round, naming --output."""
     target = tmp_path / "a-file"
