@@ -29,7 +29,7 @@ def read(path: Path, shape: Shape, progress: Callable[[str], None]) -> Any:
         return None
     try:
         entry = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:  # RecursionError: nested past the parser's stack
         set_aside(path, type(exc).__name__, progress)
         return None
     why = shape(entry)

@@ -245,7 +245,7 @@ def _is_key(text: str) -> bool:
 def _read(path: Path) -> dict[str, Any] | None:
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):  # RecursionError: nested past the stack
         return None
     return record if isinstance(record, dict) else None
 

@@ -23,7 +23,7 @@ from functools import partial
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
-from ..engine.config import FAMILIES, RunConfig, names
+from ..engine.config import FAMILIES, MAX_SEED, RunConfig, names
 from ..engine.distributed import process_state
 from ..errors import UserError
 from ..plugins import registry as plugin_registry
@@ -63,17 +63,25 @@ def comma_list(text: str | None) -> list[str]:
     return names(text) or []
 
 
+MAX_SEEDS = 10_000  # seeds one command may ask for (0-4294967295 once built a list of 4 billion)
+
+
 def parse_seeds(text: str) -> list[int]:
-    """``0,1,2`` or ``0-4`` (inclusive ranges), mixed freely."""
+    """``0,1,2`` or ``0-4`` (inclusive ranges), mixed freely; each seed in ``0..MAX_SEED``."""
     seeds: list[int] = []
     for part in comma_list(text):
         lo, sep, hi = part.partition("-")
         try:
-            seeds += list(range(int(lo), int(hi) + 1)) if sep else [int(part)]
+            first, last = (int(lo), int(hi)) if sep else (int(part), int(part))
         except ValueError:
             raise UserError(f"bad --seeds item {part!r}; write e.g. 0,1,2 or 0-4.") from None
-        if sep and int(hi) < int(lo):
+        if last < first:
             raise UserError(f"bad --seeds item {part!r}: a range runs from low to high; write {hi}-{lo}.")
+        if first < 0 or last > MAX_SEED:
+            raise UserError(f"bad --seeds item {part!r}: seeds run from 0 to {MAX_SEED}.")
+        if len(seeds) + last - first + 1 > MAX_SEEDS:
+            raise UserError(f"--seeds {text} asks for more than {MAX_SEEDS} seeds; run fewer at a time.")
+        seeds += range(first, last + 1)
     if not seeds:
         raise UserError("--seeds is empty; write e.g. 0,1,2.")
     return list(dict.fromkeys(seeds))

@@ -49,7 +49,8 @@ def test_a_sound_entry_is_reused_without_evaluating_again(cache):
 
 
 @pytest.mark.parametrize("text, why", [('{"rows": ', "JSONDecodeError"), ('{"rows": 5}', "wrong shape: no rows"),
-                                       ("[]", "wrong shape: no rows")], ids=["corrupt", "wrong shape", "array"])
+                                       ("[]", "wrong shape: no rows"), ("[" * 100_000 + "]" * 100_000, "RecursionError")],
+                         ids=["corrupt", "wrong shape", "array", "nested past the stack"])
 def test_a_corrupt_or_wrong_shape_entry_is_set_aside_and_rebuilt(cache, text, why):
     path, compute, said = entry_path("t", [1]), Counted(), []
     cache.mkdir()

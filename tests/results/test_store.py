@@ -67,6 +67,10 @@ def test_unreadable_file_is_not_done(tmp_path):
     store.jobs.mkdir(parents=True)
     store.path(key).write_text('{"truncated":')
     assert not store.done(key)
+    deep = "cd" * 32
+    store.path(deep).write_text('{"a": ' + "[" * 100_000 + "]" * 100_000 + "}")  # past the parser's stack
+    assert not store.done(deep)
+    store.path(deep).unlink()
     with pytest.warns(UserWarning, match="unreadable"):
         assert list(store.records()) == []
     with pytest.raises(ValueError):

@@ -29,6 +29,11 @@ def test_seeds_and_all_expansion():
     assert parse_seeds("0,1, 2") == [0, 1, 2] and parse_seeds("0-3,3,7") == [0, 1, 2, 3, 7]
     with pytest.raises(UserError):
         parse_seeds("a")
+    with pytest.raises(UserError, match=r"^bad --seeds item '4294967296': seeds run from 0 to 4294967295\.$"):
+        parse_seeds("4294967296")
+    with pytest.raises(UserError, match=r"^--seeds 0-4294967295 asks for more than 10000 seeds; run fewer at a time\.$"):
+        parse_seeds("0-4294967295")  # refused at once, not after building a list of 4 billion
+    assert len(parse_seeds("0-9999")) == 10_000
     assert expand(["all"], "method", REGISTRY) == ["fullgrad", "ga", "r2f"]
     assert expand(["all"], "task", REGISTRY) == ["rwku", "wmdp"]
     assert expand(["r2f", "ga", "r2f"], "method", REGISTRY) == ["r2f", "ga"]
