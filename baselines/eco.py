@@ -55,12 +55,12 @@ from ..errors import UserError
 from ..task import HELD_OUT, LOCALITY, SEEN
 from ..training.embedder import embed
 from ..training.encoding import batches, encode
-from ..unlearner import Context, Edit, Strength, Unlearner, all_positive, positive
+from ..unlearner import Context, Edit, Strength, Unlearner, positive, positives
 
 
 @dataclass
 class EcoParams:
-    sigmas: tuple[float, ...] = field(default=(0.5, 1.0, 2.0, 4.0, 8.0), metadata={"help": "candidate noise strengths (× embedding RMS) for the dev search", "check": all_positive})
+    sigmas: tuple[float, ...] = field(default=(0.5, 1.0, 2.0, 4.0, 8.0), metadata={"help": "candidate noise strengths (× embedding RMS) for the dev search", "check": positives})
     stop_ratio: float = field(default=0.3, metadata={"help": "sigma search target: dev answer accuracy ≤ stop_ratio × clean", "check": positive})
     threshold: float = field(default=-1.0, metadata={"help": "classifier cosine threshold; < 0: fit on the dev split"})
     sigma: float = field(default=-1.0, metadata={"help": "noise strength; < 0: fit on the dev split"})
@@ -135,9 +135,9 @@ class ECO(Unlearner):
 
     @classmethod
     def dev_split_needed(cls, params: EcoParams) -> str | None:
-        fitted = [f"--set {name}={name[0].upper()}" for name in ("threshold", "sigma") if getattr(params, name) < 0]
-        return f"eco fits its threshold and sigma on the dev split; use --dev-targets ≥ 1 or {' and '.join(fitted)}." \
-            if fitted else None
+        fitted = [name for name in ("threshold", "sigma") if getattr(params, name) < 0]
+        sets = " and ".join(f"--set {name}={name[0].upper()}" for name in fitted)
+        return f"eco fits its {' and '.join(fitted)} on the dev split; use --dev-targets ≥ 1 or {sets}." if fitted else None
 
     def setup(self, model: torch.nn.Module, ctx: Context) -> None:
         p = self.params

@@ -138,7 +138,7 @@ def check_arguments(args: argparse.Namespace, methods: list[str], base: dict) ->
     if args.extend < 0:
         raise UserError(f"--extend: {args.extend} is below 0 (0 keeps each method to its grid).")
     check_min_gur(args.min_gur)
-    check_bounds(RunConfig(method=methods[0], limit=args.scan, rap_lr=args.rap_lr, **base))
+    check_bounds(RunConfig(method=methods[0], rap_lr=args.rap_lr, **base))
 
 
 def main(argv: list[str] | None = None) -> int:

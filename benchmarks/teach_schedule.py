@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import tempfile
@@ -45,10 +46,13 @@ def schedules(spec: str) -> list[tuple[int, float]]:
             epochs_lr = int(epochs), float(lr)
         except ValueError:
             epochs_lr = (0, 0.0)
-        if not min(epochs_lr) > 0:  # NaN too
+        if not all(0 < v < math.inf for v in epochs_lr):  # NaN too
             raise UserError(f"--schedules: {item!r} is not EPOCHSxLR with both positive (say 10x1e-4).")
-        # in the run's own range, before any schedule is taught
-        check_bounds(RunConfig(method=METHOD, task="rwku", teach_epochs=epochs_lr[0], teach_lr=epochs_lr[1]))
+        try:  # in the run's own range, before any schedule is taught
+            check_bounds(RunConfig(method=METHOD, task="rwku", teach_epochs=epochs_lr[0], teach_lr=epochs_lr[1]))
+        except UserError as exc:
+            raise UserError(f"--schedules: {item!r} is out of the run's range ({str(exc).rstrip('.')}); "
+                            f"say 10x1e-4.") from None
         out.append(epochs_lr)
     return out
 

@@ -224,8 +224,8 @@ def positive(value: float) -> str | None:
     return None if value > 0 else "> 0"
 
 
-def all_positive(values: tuple[float, ...]) -> str | None:
-    return None if all(v > 0 for v in values) else "all > 0"
+def positives(values: tuple[float, ...]) -> str | None:
+    return None if values and all(v > 0 for v in values) else "one or more values, all > 0"
 
 
 def fraction(value: float) -> str | None:
@@ -258,8 +258,6 @@ def coerce(raw: str, f: dataclasses.Field, params: type, owner: str) -> Any:
     problem = None
     if isinstance(value, float) and not math.isfinite(value):
         problem = "a finite number"
-    elif isinstance(value, (tuple, list)) and not value:
-        problem = "at least one value"
     elif isinstance(value, (tuple, list)) and not all(math.isfinite(x) for x in value if isinstance(x, float)):
         problem = "finite numbers"
     elif value is not None and "check" in f.metadata:

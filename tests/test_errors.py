@@ -39,15 +39,15 @@ def _write(path: Path, data) -> None:
 CASES = [
     ("nan step", lambda t, r: ["--set", "step=nan"], "parameter 'step' of method 'r2f' must be a finite number, got 'nan'."),
     ("empty list parameter (an IndexError once the model was built)", lambda t, r: ["--method", "eco", "--set", "sigmas=,"],
-     "parameter 'sigmas' of method 'eco' must be at least one value, got ','."),
+     "parameter 'sigmas' of method 'eco' must be one or more values, all > 0, got ','."),
     ("nan in a list parameter (ECO then changed no weight)", lambda t, r: ["--method", "eco", "--set", "sigmas=1,nan"],
      "parameter 'sigmas' of method 'eco' must be finite numbers, got '1,nan'."),
     ("a negative noise strength", lambda t, r: ["--method", "eco", "--set", "sigmas=0.5,-1"],
-     "parameter 'sigmas' of method 'eco' must be all > 0, got '0.5,-1'."),
+     "parameter 'sigmas' of method 'eco' must be one or more values, all > 0, got '0.5,-1'."),
     ("R2F without a dev split (refused once the models were built)", lambda t, r: ["--dev-targets", "0"],
      "R2F fits its decoder on the dev split's facts; use --dev-targets ≥ 1 or --set decoder_path=FILE."),
     ("ECO without a dev split", lambda t, r: ["--method", "eco", "--dev-targets", "0", "--set", "threshold=0.5"],
-     "eco fits its threshold and sigma on the dev split; use --dev-targets ≥ 1 or --set sigma=S."),
+     "eco fits its sigma on the dev split; use --dev-targets ≥ 1 or --set sigma=S."),
     ("unknown attack", lambda t, r: ["--attacks", "rap,quantise:nf4"],
      "unknown attack 'quantise'; choose one of: fewshot, leak_at_k, prompt, quantize, rap, relearn_related, "
      "relearn_unrelated (see `r2f-bench attacks`)."),

@@ -187,6 +187,9 @@ EARLY = [
     ("negative seed", lambda t: ["--seed", "-1"], "--seed must be at least 0, got -1."),
     ("views unbounded", lambda t: ["--views", "1000000"], "--views must be at most 64, got 1000000."),
     ("limit takes the dev targets", lambda t: ["--data-dir", _sample(), "--limit", "5"],
+     "--limit 5 leaves 0 of the 2 dev targets (rwku data here holds 5 targets); pass --limit 3 or less."),
+    ("limit takes the dev targets of a method that needs none", lambda t: ["--data-dir", _sample(), "--limit", "5",
+                                                                           "--method", "fullgrad"],
      "--limit 5 leaves 0 of the 2 dev targets (rwku data here holds 5 targets); pass --limit 3 or less, or "
      "--dev-targets 0."),
     ("save-model for a method that edits no weights", lambda t: ["--method", "eco", "--save-model", str(t / "m")],

@@ -151,8 +151,10 @@ class Plan:
         if total - c.dev_targets < 1:  # no --limit helps: the data cannot hold them beside one evaluation target
             raise UserError(f"--dev-targets {c.dev_targets} leaves no evaluation target ({c.task} data here holds {total} "
                             f"targets); pass --dev-targets {total - 1} or less.")
+        needs = have == 0 and self.method_cls is not None and self.method_cls.dev_split_needed(self.params)
+        fewer = "" if needs else f", or --dev-targets {have}"  # none at all: refused by the method's own check
         raise UserError(f"--limit {c.limit} leaves {have} of the {c.dev_targets} dev targets ({c.task} data here holds "
-                        f"{total} targets); pass --limit {max(total - c.dev_targets, 1)} or less, or --dev-targets {have}.")
+                        f"{total} targets); pass --limit {max(total - c.dev_targets, 1)} or less{fewer}.")
 
     # -- the runner API (r2f_bench.results.sweep) ------------------------------
     def data_revision(self) -> str:

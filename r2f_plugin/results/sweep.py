@@ -77,14 +77,15 @@ def parse_seeds(text: str) -> list[int]:
             raise UserError(f"bad --seeds item {part!r}; write e.g. 0,1,2 or 0-4.") from None
         if last < first:
             raise UserError(f"bad --seeds item {part!r}: a range runs from low to high; write {hi}-{lo}.")
-        if first < 0 or last > MAX_SEED:
+        if last > MAX_SEED:  # none is negative: a leading "-" does not parse
             raise UserError(f"bad --seeds item {part!r}: seeds run from 0 to {MAX_SEED}.")
-        if len(seeds) + last - first + 1 > MAX_SEEDS:
+        if last - first < MAX_SEEDS:  # a range is checked before it is built
+            seeds = list(dict.fromkeys([*seeds, *range(first, last + 1)]))
+        if last - first >= MAX_SEEDS or len(seeds) > MAX_SEEDS:
             raise UserError(f"--seeds {text} asks for more than {MAX_SEEDS} seeds; run fewer at a time.")
-        seeds += range(first, last + 1)
     if not seeds:
         raise UserError("--seeds is empty; write e.g. 0,1,2.")
-    return list(dict.fromkeys(seeds))
+    return seeds
 
 
 def expand(requested: Sequence[str], kind: str, registry: Any = None) -> list[str]:

@@ -33,7 +33,9 @@ def test_seeds_and_all_expansion():
         parse_seeds("4294967296")
     with pytest.raises(UserError, match=r"^--seeds 0-4294967295 asks for more than 10000 seeds; run fewer at a time\.$"):
         parse_seeds("0-4294967295")  # refused at once, not after building a list of 4 billion
-    assert len(parse_seeds("0-9999")) == 10_000
+    assert len(parse_seeds("0-9999,5")) == 10_000  # distinct seeds are counted
+    with pytest.raises(UserError, match="asks for more than 10000 seeds"):
+        parse_seeds("0-9999,10000")
     assert expand(["all"], "method", REGISTRY) == ["fullgrad", "ga", "r2f"]
     assert expand(["all"], "task", REGISTRY) == ["rwku", "wmdp"]
     assert expand(["r2f", "ga", "r2f"], "method", REGISTRY) == ["r2f", "ga"]
