@@ -23,7 +23,8 @@ from r2f_bench.engine.metrics import retention
 from r2f_bench.engine.record import score
 from r2f_bench.engine.run import Run
 from r2f_bench.tasks.rwku import NAME_SET
-from r2f_bench.results.testbed import other_request, random_step_like
+from r2f_bench.engine.controls import random_step_like
+from r2f_bench.results.testbed import other_request
 from r2f_bench.unlearner import Edit, Unlearner
 
 TARGETS = 8  # paired over 8 targets: with 4, one target's swing (-12 to +57 points for R2F) moved the mean by 10

@@ -25,6 +25,7 @@ from ..unlearner import parse_assignments
 SPLITS = ("eval", "dev")
 DTYPES = ("float32", "bfloat16", "float16")
 CHAT_TEMPLATES = ("auto", "on", "off")  # --chat-template
+CONTROLS = ("none", "other_request", "random_step")  # --control: r2f_bench.engine.controls
 # a pretrained model taught a knowledge world (engine/world_teaching): TOFU fine-tunes 5 epochs; a small
 # peak rate for a model that already speaks the language (TOFU: 1e-5 to 2e-5 at 1.3B-7B parameters)
 TEACH_EPOCHS, TEACH_LR = 5, 5e-5
@@ -130,6 +131,11 @@ class RunConfig:
     split: str = field(default="eval", metadata=option(
         "targets to unlearn: the evaluation targets (default) or the dev targets (hyper-parameter search)",
         choices=SPLITS, evaluation_only=True, sweep=None))
+    control: str = field(default="none", metadata=option(
+        "a negative control in place of the deletion, scored as the deletion is: other_request (the method unlearns "
+        "the next evaluation target's request, so what this target loses is collateral), random_step (the method's "
+        "edit replaced by a random one of the same norm, tensor by tensor); none (default): the deletion",
+        choices=CONTROLS, evaluation_only=True))
     sequential: bool = field(default=False, metadata=option(
         "apply the targets' deletions one after another to the same model (MUSE's sustainability)",
         evaluation_only=True, sweep=None))

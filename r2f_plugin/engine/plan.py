@@ -117,6 +117,12 @@ class Plan:
                             f"check the data or pick other --targets.")
         if self.method_cls and not scored.retain_pool() and (fix := self.method_cls.dev_split_needed(self.params)):
             raise UserError(fix)
+        if config.control == "other_request" and len(self.targets) < 2:
+            raise UserError("--control other_request unlearns another evaluation target's request, and this run has "
+                            "one target; pass two or more (--targets or --limit).")
+        if config.control == "random_step" and self.method_cls and not self.method_cls.edits_weights:
+            raise UserError(f"--control random_step replaces a deletion's weight step, and method {config.method!r} "
+                            f"edits no weights; use --control other_request.")
         n, d = len(self.bench.targets), len(self.bench.dev_targets)
         progress(f"{config.task}: {n} evaluation target{'s' * (n != 1)}, {d} dev target{'s' * (d != 1)} "
                  f"from {self.bench.source} (revision {self.bench.revision}); running the {config.split} split")

@@ -65,6 +65,7 @@ def provenance(facts: dict[str, Any], built: Built, request: ForgetRequest, phas
     (``phases``) and the run's one-time costs (``phases_once``)."""
     return {"request_source": facts["request_source"],
             "views": [[p.question for p in view] for view in request.views],
+            "request_of": request.target,  # under --control other_request, another target's
             "models": {"target": built.label, "proxy": built.proxy.label if built.proxy else None},
             "knowledge": built.knowledge, "chat_template": built.chat_template,
             "config": facts["config"], "params": facts["params"],

@@ -34,6 +34,7 @@ from .attacks import Attacks
 from .budget import Watched, metered
 from .build import BuildInputs, build_models, forget_request
 from .config import RunConfig
+from .controls import other_target
 from .distributed import process_state, set_up_cpu
 from .evaluate import Evaluator
 from .checkpoint import write_pretrained
@@ -134,6 +135,8 @@ class Run:
                               f"{self.config.min_known}; the other targets run")
                 return None
         request = self.request(target)
+        if self.config.control == "other_request":  # a negative control: another target's request, this one scored
+            request = self.request(other_target(self.targets, target))
         try:
             return self._run_target(target, request, t0, spent)
         finally:  # a no-op unless the target failed before its record
@@ -203,6 +206,8 @@ class Run:
             computed = [*edit.model.parameters(), *(b for b in edit.model.buffers() if b.is_floating_point())]
             if not all(torch.isfinite(t).all() for t in computed):
                 return edit, cost, None
+            if self.config.control == "random_step":  # a negative control: the step's size, not its direction
+                self.weights.randomize_step(edit.model, self.config.seed)
             return edit, cost, {**edit.info, **diagnostics}
 
     def _origin(self) -> str:

@@ -146,6 +146,20 @@ class Snapshot:
         return 100.0 * changed / max(total, 1)
 
     @torch.no_grad()
+    def randomize_step(self, model: torch.nn.Module, seed: int) -> None:
+        """Replace the step from the snapshot to ``model`` by a random direction of the same
+        norm, parameter by parameter, in place (``--control random_step``)."""
+        from .controls import same_norm_noise
+
+        gen = torch.Generator().manual_seed(seed)
+        with safe_open(str(self.path), framework="pt", device="cpu") as f:
+            for name, p in model.named_parameters():
+                if name in self.names:
+                    saved = f.get_tensor(name)
+                    if (noise := same_norm_noise(p.detach().cpu().float() - saved.float(), gen)) is not None:
+                        p.copy_((saved.float() + noise).to(p))
+
+    @torch.no_grad()
     def restore(self, model: torch.nn.Module) -> None:
         """Put the snapshot's state back into ``model``, in place and bit-exactly."""
         why = self.changes(model)

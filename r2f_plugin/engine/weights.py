@@ -52,6 +52,14 @@ class Weights:
             return None
         return self._snapshots[CURRENT if CURRENT in self._snapshots else UNTOUCHED].changed_share(result)
 
+    def randomize_step(self, result: torch.nn.Module, seed: int) -> None:
+        """``--control random_step``: the deletion's step, from where it started to ``result``,
+        replaced by a random one of the same norm, tensor by tensor, in place."""
+        if result is not self.model:
+            raise UserError(f"--control random_step needs a method that edits the model it is given in place; "
+                            f"method {self._method!r} returned another model object. Use --control other_request.")
+        self._snapshots[CURRENT if CURRENT in self._snapshots else UNTOUCHED].randomize_step(result, seed)
+
     def edited(self) -> torch.nn.Module:
         """The model, about to be changed in place (a deletion or an attack)."""
         self._state = None

@@ -27,10 +27,10 @@ def setting(record: Record) -> dict[str, Any]:
     return {"params": dict(params), "views": config.get("views"),
             "target": config.get("model", models.get("target")), "proxy": config.get("proxy", models.get("proxy")),
             "request": record.get("request_source"), "retain_items": config.get("retain_items"),
-            "paraphraser": config.get("paraphraser")}
+            "paraphraser": config.get("paraphraser"), "control": config.get("control", "none")}
 
 
-SETTING_FIELDS = ("params", "views", "target", "proxy", "request", "retain_items", "paraphraser")
+SETTING_FIELDS = ("params", "views", "target", "proxy", "request", "retain_items", "paraphraser", "control")
 
 
 def varying(records: Sequence[Record], fields: Sequence[str] = SETTING_FIELDS) -> list[str]:

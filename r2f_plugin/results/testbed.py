@@ -38,6 +38,7 @@ from ..data import ForgetRequest, Probe, Target
 from .frontier import best_usr
 from ..engine.metrics import usr
 from ..engine.config import RunConfig
+from ..engine.controls import other_target, random_step_like
 from ..engine.record import answered, score
 from ..engine.run import Run
 
@@ -71,25 +72,9 @@ def interval(values_by_target: dict[str, list[float]], seed: int = 0) -> Interva
     return Interval(float(flat.mean()), float(lo), float(hi), len(flat))
 
 
-def random_step_like(original: torch.nn.Module, edited: torch.nn.Module, seed: int) -> torch.nn.Module:
-    """A copy of ``original`` moved by a random direction with the same norm, tensor by
-    tensor, as the step that made ``edited`` (a negative control)."""
-    out = copy.deepcopy(original)
-    gen = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for p, q in zip(out.parameters(), edited.parameters()):
-            delta = (q - p).float()
-            norm = delta.norm()
-            if norm > 0:
-                noise = torch.randn(p.shape, generator=gen)
-                p.add_((noise * (norm.item() / noise.norm().item())).to(p))  # on the weight's device
-    return out
-
-
 def other_request(run: Run, target: Target) -> ForgetRequest:
     """The request of the next evaluation target (a different person), for ``target``."""
-    i = run.targets.index(target)
-    return run.request(run.targets[(i + 1) % len(run.targets)])
+    return run.request(other_target(run.targets, target))
 
 
 def target_curve(run: Run, target: Target, strengths: Sequence[float], condition: str) -> list[tuple[float, ...]]:

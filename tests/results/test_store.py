@@ -129,3 +129,5 @@ def test_options_added_later_keep_older_stores_keys():
     old = job_key(CONFIG, "t1", "rev", VERSIONS)
     assert job_key({**CONFIG, "attacks": "rap"}, "t1", "rev", VERSIONS) == old
     assert job_key({**CONFIG, "attacks": "rap,quantize:nf4"}, "t1", "rev", VERSIONS) != old
+    assert job_key({**CONFIG, "control": "none"}, "t1", "rev", VERSIONS) == old  # --control, added later
+    assert job_key({**CONFIG, "control": "other_request"}, "t1", "rev", VERSIONS) != old
