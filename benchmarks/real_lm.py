@@ -19,7 +19,8 @@ cut short leaves whole rows):
    ``--name-control`` the utility is the lower of GUR and the name control, record by record
    (the calibration's runs are the same, read again from the store);
 3. **table**: each method at its chosen setting on the ``--targets`` best-known targets,
-   with RAP's attack at ``--rap-lr``; then ``r2f-bench table`` prints it with n per cell,
+   with RAP's attack at ``--rap-lr``, and after it each of ``--controls`` (the negative
+   controls, rows of their own); then ``r2f-bench table`` prints it with n per cell,
    and each method minus FullGrad on the same targets (the paired table; a difference is
    named only where a sign-flip test over the targets, Holm-corrected, calls it).
 
@@ -39,7 +40,7 @@ from pathlib import Path
 os.environ.setdefault("TQDM_DISABLE", "1")
 
 from r2f_bench.cli.main import main as cli, script  # noqa: E402
-from r2f_bench.engine.config import RunConfig, check_bounds  # noqa: E402
+from r2f_bench.engine.config import CONTROLS, RunConfig, check_bounds  # noqa: E402
 from r2f_bench.errors import UserError  # noqa: E402
 from r2f_bench.engine.scan import scan  # noqa: E402
 from r2f_bench.results.frontier_run import utility_of  # noqa: E402
@@ -127,11 +128,13 @@ def calibrate(method: str, targets: list[str], base: dict, args: argparse.Namesp
     return {**fixed, knob: f"{pick:g}"}
 
 
-def check_arguments(args: argparse.Namespace, methods: list[str], base: dict) -> None:
+def check_arguments(args: argparse.Namespace, methods: list[str], controls: list[str], base: dict) -> None:
     """One line for any option the run would otherwise refuse, or misread, after the scan."""
     unknown = [m for m in methods if m not in GRIDS]
     if unknown or not methods:
         raise UserError(f"--methods: {', '.join(unknown) or 'none given'}; choose from {', '.join(GRIDS)}.")
+    if bad := [c for c in controls if c not in CONTROLS or c == "none"]:
+        raise UserError(f"--controls: {', '.join(bad)}; choose from {', '.join(c for c in CONTROLS if c != 'none')}.")
     for option in ("targets", "calibrate", "scan"):
         if (value := getattr(args, option)) is not None and value < 1:
             raise UserError(f"--{option} must be at least 1, got {value}.")
@@ -160,16 +163,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--extend", type=int, default=3,
                    help="settings tried past a grid's top while GUR stays above the floor, or past its bottom while "
                         "it stays below, at the grid's ratio (default 3)")
+    p.add_argument("--controls", default="",
+                   help="negative controls run after each method's row, at its chosen setting, comma-separated: "
+                        "other_request, random_step (docs/tasks.md#negative-controls; default: none)")
     p.add_argument("--rap-lr", type=float, default=1e-5, help="RAP's attack learning rate (default 1e-5)")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--eval-batch-size", type=int, default=32,
                    help="generation batch (default 32; 128 for a large vocabulary such as Gemma's 262k on a CPU)")
     p.add_argument("--output", default="r2f-real-lm", help="stores: <output>/calibrate, <output>/table")
     args = p.parse_args(argv)
-    methods = comma_list(args.methods)
+    methods, controls = comma_list(args.methods), comma_list(args.controls)
     base = {"task": "rwku", "model": args.model, "proxy": args.proxy or args.model, "data_dir": args.data_dir,
             "threads": args.threads, "eval_batch_size": args.eval_batch_size}
-    check_arguments(args, methods, base)  # all before the scan loads the model
+    check_arguments(args, methods, controls, base)  # all before the scan loads the model
     say = lambda m: print(m, file=sys.stderr, flush=True)
 
     _, found = scan(RunConfig(method="", limit=args.scan, output=args.output,
@@ -187,9 +193,10 @@ def main(argv: list[str] | None = None) -> int:
     out = str(Path(args.output) / "table")
     for method in methods:  # each method calibrated, then tabulated: a cut-short run keeps whole rows
         chosen[method] = calibrate(method, calibration, base, args, say)
-        config = RunConfig(method=method, targets=table_targets, params=chosen[method], rap_lr=args.rap_lr,
-                           output=out, **base)
-        execute([Job(config.to_dict())], out, process=(0, 1), progress=say)
+        for control in ["none", *controls]:  # the row, then what a deletion that knows nothing of the target takes
+            config = RunConfig(method=method, targets=table_targets, params=chosen[method], rap_lr=args.rap_lr,
+                               control=control, output=out, **base)
+            execute([Job(config.to_dict())], out, process=(0, 1), progress=say)
     if "r2f" in chosen:
         print(f"R2F's proxy: {base['proxy']}" + (" (the model itself)" if base["proxy"] == args.model else ""))
     settings = "; ".join(f"{m} {', '.join(f'{k}={v}' for k, v in p.items())}" for m, p in chosen.items())

@@ -86,6 +86,7 @@ def test_the_name_control_holds_a_method_that_breaks_the_targets_name_at_the_flo
     (["--extend", "-1"], r"--extend: -1 is below 0 \(0 keeps each method to its grid\)\."),
     (["--methods", "r2f,foo"], r"--methods: foo; choose from r2f, fullgrad, .*\."),
     (["--methods", ","], r"--methods: none given; choose from r2f, .*\."),
+    (["--controls", "other_request,random"], r"--controls: random; choose from other_request, random_step\."),
     (["--targets", "0"], r"--targets must be at least 1, got 0\."),  # [] once meant the task's first 3
     (["--calibrate", "0"], r"--calibrate must be at least 1, got 0\."),
     (["--min-gur", "0.9"], r"--min-gur is the share of utility kept, in %: .*got 0\.9; for 90 % write --min-gur 90\."),
@@ -103,10 +104,11 @@ def test_bad_options_get_one_line_before_the_scan(real_lm, tmp_path, argv, line)
 
 def test_the_script_scans_calibrates_and_tabulates(real_lm, tmp_path, capsys):
     assert real_lm.main(["--scan", "3", "--targets", "1", "--calibrate", "1", "--methods", "fullgrad",
-                         "--extend", "1", "--threads", "1", "--output", str(tmp_path)]) == 0
+                         "--controls", "random_step", "--extend", "1", "--threads", "1", "--output", str(tmp_path)]) == 0
     out, err = capsys.readouterr()
     assert "table targets: " in err and "calibrated fullgrad: step 0.0002 -> GUR " in err
     # the demo model's utility outlasts this grid, sized for a pretrained LM: pushed on, then said so
     assert "0.0016 -> GUR " in err and "chosen 0.0016 (GUR stayed at or above 90" in err
     assert "chosen settings (calibrated on GUR >= 90): fullgrad step=" in out and "| fullgrad |" in out and "R2F's proxy" not in out
-    assert len(list((tmp_path / "table" / "jobs").glob("*.json"))) == 1
+    assert "| fullgrad (control: random_step) |" in out  # the row's negative control, at its chosen setting
+    assert len(list((tmp_path / "table" / "jobs").glob("*.json"))) == 2

@@ -135,17 +135,21 @@ class Table:
 def method_rows(records: Sequence[Record]) -> tuple[list[str], Callable[[Record], str]]:
     """Row labels in display order (R2F last, as in the paper) and the record -> label function.
 
-    A label is the method plus the setting fields that vary among that method's records.
+    A label is the method (a negative control's: ``method (control: kind)``, ``--control``)
+    plus the setting fields that vary among its records.
     """
-    by_method: dict[str, list[Record]] = defaultdict(list)
+    def name(r: Record) -> str:
+        control = setting(r)["control"]
+        return str(r.get("method")) + ("" if control == "none" else f" (control: {control})")
+
+    by_name: dict[str, list[Record]] = defaultdict(list)
     for r in records:
-        by_method[str(r.get("method"))].append(r)
-    fields = {m: varying(rs) for m, rs in by_method.items()}
+        by_name[name(r)].append(r)
+    fields = {n: varying(rs) for n, rs in by_name.items()}
 
     def label(r: Record) -> str:
-        method = str(r.get("method"))
-        extra = setting_label(setting(r), fields[method])
-        return f"{method} [{extra}]" if extra else method
+        extra = setting_label(setting(r), fields[name(r)])
+        return f"{name(r)} [{extra}]" if extra else name(r)
 
     methods = {label(r): r.get("method") for r in records}
     return sorted(methods), label
