@@ -135,6 +135,8 @@ def check_arguments(args: argparse.Namespace, methods: list[str], controls: list
         raise UserError(f"--methods: {', '.join(unknown) or 'none given'}; choose from {', '.join(GRIDS)}.")
     if bad := [c for c in controls if c not in CONTROLS or c == "none"]:
         raise UserError(f"--controls: {', '.join(bad)}; choose from {', '.join(c for c in CONTROLS if c != 'none')}.")
+    if "other_request" in controls and args.targets < 2:
+        raise UserError("--controls other_request unlearns another table target's request; pass --targets 2 or more.")
     for option in ("targets", "calibrate", "scan"):
         if (value := getattr(args, option)) is not None and value < 1:
             raise UserError(f"--{option} must be at least 1, got {value}.")

@@ -87,6 +87,8 @@ def test_the_name_control_holds_a_method_that_breaks_the_targets_name_at_the_flo
     (["--methods", "r2f,foo"], r"--methods: foo; choose from r2f, fullgrad, .*\."),
     (["--methods", ","], r"--methods: none given; choose from r2f, .*\."),
     (["--controls", "other_request,random"], r"--controls: random; choose from other_request, random_step\."),
+    (["--controls", "other_request", "--targets", "1"],
+     r"--controls other_request unlearns another table target's request; pass --targets 2 or more\."),
     (["--targets", "0"], r"--targets must be at least 1, got 0\."),  # [] once meant the task's first 3
     (["--calibrate", "0"], r"--calibrate must be at least 1, got 0\."),
     (["--min-gur", "0.9"], r"--min-gur is the share of utility kept, in %: .*got 0\.9; for 90 % write --min-gur 90\."),

@@ -20,7 +20,7 @@ from ..plugins import DEFAULT_TASK
 def add_run_options(p: argparse.ArgumentParser, evaluation: bool = True, limit_help: str | None = None,
                     seeds: bool = False) -> None:
     """The options of :class:`RunConfig` (models, data, targets, ...) and ``--quiet``. ``evaluation``:
-    also the evaluation-only options (``--sequential``, ``--save-model``, ``--split``);
+    also the evaluation-only options (``--sequential``, ``--control``, ``--split``, ...);
     ``limit_help``: ``--limit``'s help, where the command reads it otherwise; ``seeds``: the
     command runs the seeds of ``--seeds``, so one run's ``--seed`` is left out (argparse refuses it)."""
     for opt in OPTIONS.values():

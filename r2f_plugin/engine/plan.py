@@ -20,7 +20,7 @@ from ..errors import UserError
 from ..plugins import registry
 from ..task import HELD_OUT, SEEN
 from . import protocol
-from .config import SPLITS, TEACH_EPOCHS, TEACH_LR, RunConfig, check_bounds
+from .config import CONTROLS, SPLITS, TEACH_EPOCHS, TEACH_LR, RunConfig, check_bounds
 from .embedded import DEFAULT_MODEL, DEFAULT_PROXY, EmbeddedSpec
 from .pretrained import check_model_path, decoder_layers, first_layers_of
 from .scope import Scope, scored_split
@@ -65,6 +65,8 @@ class Plan:
         parse_attacks(config.attacks)  # an unknown attack or a bad value: one line, before the data loads
         if config.split not in SPLITS:
             raise UserError(f"unknown split {config.split!r}; use {' or '.join(SPLITS)}.")
+        if config.control not in CONTROLS:  # argparse checks the CLI's; this, the Python API's
+            raise UserError(f"unknown control {config.control!r}; use one of {', '.join(CONTROLS)}.")
         check_bounds(config)
         check_paraphraser(config.paraphraser)
         reads_proxy = self.method_cls is not None and self.method_cls.uses_proxy
@@ -117,12 +119,21 @@ class Plan:
                             f"check the data or pick other --targets.")
         if self.method_cls and not scored.retain_pool() and (fix := self.method_cls.dev_split_needed(self.params)):
             raise UserError(fix)
+        if config.control == "other_request" and config.sequential:
+            raise UserError("--control other_request with --sequential would score each target after its own "
+                            "request was unlearned (by the step before); drop one of them.")
         if config.control == "other_request" and len(self.targets) < 2:
             raise UserError("--control other_request unlearns another evaluation target's request, and this run has "
                             "one target; pass two or more (--targets or --limit).")
         if config.control == "random_step" and self.method_cls and not self.method_cls.edits_weights:
             raise UserError(f"--control random_step replaces a deletion's weight step, and method {config.method!r} "
                             f"edits no weights; use --control other_request.")
+        if config.control == "random_step" and config.dtype != "float32":  # a spread-out step would round away
+            raise UserError(f"--control random_step needs --dtype float32 (in {config.dtype} a random step of a "
+                            f"deletion's norm, spread over every weight, mostly rounds away).")
+        if config.control != "none" and config.save_model:
+            raise UserError("--save-model with --control would save a control under the deletion's checkpoint "
+                            "names; save the deletion's models in a run without --control.")
         n, d = len(self.bench.targets), len(self.bench.dev_targets)
         progress(f"{config.task}: {n} evaluation target{'s' * (n != 1)}, {d} dev target{'s' * (d != 1)} "
                  f"from {self.bench.source} (revision {self.bench.revision}); running the {config.split} split")

@@ -15,6 +15,7 @@ target (:mod:`~r2f_bench.engine.weights`), so a run holds one copy of the weight
 from __future__ import annotations
 
 import json
+import random
 import time
 import traceback
 from pathlib import Path
@@ -207,7 +208,7 @@ class Run:
             if not all(torch.isfinite(t).all() for t in computed):
                 return edit, cost, None
             if self.config.control == "random_step":  # a negative control: the step's size, not its direction
-                self.weights.randomize_step(edit.model, self.config.seed)
+                self.weights.randomize_step(edit.model, random.Random(f"{self.config.seed}:{target.id}").getrandbits(63))
             return edit, cost, {**edit.info, **diagnostics}
 
     def _origin(self) -> str:

@@ -33,6 +33,12 @@ def setting(record: Record) -> dict[str, Any]:
 SETTING_FIELDS = ("params", "views", "target", "proxy", "request", "retain_items", "paraphraser", "control")
 
 
+def row_name(record: Record) -> str:
+    """The method a row, line or count is named by: a negative control's as ``method (control: kind)``."""
+    control = setting(record)["control"]
+    return str(record.get("method")) + ("" if control == "none" else f" (control: {control})")
+
+
 def varying(records: Sequence[Record], fields: Sequence[str] = SETTING_FIELDS) -> list[str]:
     """The setting fields that take more than one value among ``records``; for
     ``params``, each varying hyper-parameter as ``params.<name>``."""

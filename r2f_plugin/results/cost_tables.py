@@ -10,7 +10,7 @@ from typing import Mapping, Sequence
 from ..cost import ONCE_PHASES, TARGET_PHASES
 from ..jsontext import canonical_json
 from ..metric import METRICS
-from .cells import setting, setting_label, task_order, varying
+from .cells import row_name, setting, setting_label, task_order, varying
 from .stats import Record, Stat, group_stats
 from .tables import UNDEFINED, Column, Provenance, Table, cell_stats, direction, method_rows, metric_table
 
@@ -110,7 +110,7 @@ def transfer_tables(records: Sequence[Record]) -> list[Table]:
     for r in records:
         if (r.get("models") or {}).get("proxy"):
             s = setting(r)
-            by_case[(str(r.get("method")), r.get("task"), canonical_json([s["params"], s["views"]]))].append(r)
+            by_case[(row_name(r), r.get("task"), canonical_json([s["params"], s["views"]]))].append(r)
     tables: list[Table] = []
     rank = {t: i for i, t in enumerate(task_order(t for _, t, _ in by_case))}
     for (method, task, _), rs in sorted(by_case.items(), key=lambda kv: (kv[0][0], rank[kv[0][1]], kv[0][2])):

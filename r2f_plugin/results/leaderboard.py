@@ -7,6 +7,7 @@ from typing import Sequence
 
 from ..engine.metrics import ANSWERED_NOTE
 from ..errors import UserError
+from .cells import row_name
 from .cost_tables import cost_table, phases_table, transfer_tables
 from .paired_table import baseline_row, paired_table
 from .stats import Record
@@ -29,7 +30,7 @@ def build_tables(records: Sequence[Record], phases: bool = False, reference: str
     diverged = defaultdict(int)
     for r in records:
         if r.get("status", "ok") != "ok":
-            diverged[str(r.get("method"))] += 1
+            diverged[row_name(r)] += 1
     records = [r for r in records if r.get("status", "ok") == "ok"]
     if not records:
         return []

@@ -17,7 +17,7 @@ from typing import Any, Callable, Hashable, Sequence
 from ..atomic import atomic_path
 from ..jsontext import canonical_json
 from ..metric import METRICS
-from .cells import setting, setting_label, task_order, varying
+from .cells import row_name, setting, setting_label, task_order, varying
 from .stats import Record, group_stats
 from .tables import direction
 
@@ -48,7 +48,7 @@ def _rest(axis: str) -> Callable[[Record], dict[str, Any]]:
             s["params"] = {k: v for k, v in s["params"].items() if k != "rank"}
         else:
             s.pop("views")
-        return {"method": r.get("method"), **s}
+        return {"method": row_name(r), **s}
     return rest
 
 

@@ -29,7 +29,7 @@ from typing import Callable, Iterable, Sequence
 
 from ..engine.metrics import MIN_UTILITY
 from ..metric import METRICS, legend
-from .cells import setting, setting_label, task_order, varying
+from .cells import row_name, setting, setting_label, task_order, varying
 from .stats import Record, Stat, group_stats
 from .tune import DEFAULT_MIN_GUR
 
@@ -138,18 +138,14 @@ def method_rows(records: Sequence[Record]) -> tuple[list[str], Callable[[Record]
     A label is the method (a negative control's: ``method (control: kind)``, ``--control``)
     plus the setting fields that vary among its records.
     """
-    def name(r: Record) -> str:
-        control = setting(r)["control"]
-        return str(r.get("method")) + ("" if control == "none" else f" (control: {control})")
-
     by_name: dict[str, list[Record]] = defaultdict(list)
     for r in records:
-        by_name[name(r)].append(r)
+        by_name[row_name(r)].append(r)
     fields = {n: varying(rs) for n, rs in by_name.items()}
 
     def label(r: Record) -> str:
-        extra = setting_label(setting(r), fields[name(r)])
-        return f"{name(r)} [{extra}]" if extra else name(r)
+        extra = setting_label(setting(r), fields[row_name(r)])
+        return f"{row_name(r)} [{extra}]" if extra else row_name(r)
 
     methods = {label(r): r.get("method") for r in records}
     return sorted(methods), label

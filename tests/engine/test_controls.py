@@ -16,6 +16,23 @@ def test_the_stand_in_request_is_the_next_targets_cyclically():
     assert [other_target(["a", "b", "c"], t) for t in "abc"] == ["b", "c", "a"]
 
 
+def test_each_target_draws_its_own_random_step(tmp_path):
+    """One direction for every target would make the paired test over targets count one draw many times."""
+    from r2f_bench.engine.snapshot import Snapshot
+
+    def step(seed: int) -> torch.Tensor:
+        torch.manual_seed(0)
+        model = torch.nn.Linear(16, 16)
+        start = model.weight.detach().clone()
+        snapshot = Snapshot(model, tmp_path / f"s{seed}.safetensors")
+        with torch.no_grad():
+            model.weight.add_(0.1)
+        snapshot.randomize_step(model, seed)
+        return (model.weight.detach() - start).flatten()
+
+    assert torch.equal(step(1), step(1)) and not torch.allclose(step(1), step(2))
+
+
 def test_a_random_step_keeps_each_tensors_step_norm_and_changes_its_direction(tmp_path):
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Linear(8, 4))
@@ -73,6 +90,15 @@ def test_the_deletion_beats_its_controls_on_the_demo(tmp_path, monkeypatch, caps
     (["--method", "eco", "--control", "random_step"],
      "--control random_step replaces a deletion's weight step, and method 'eco' edits no weights; use --control "
      "other_request."),
+    (["--method", "fullgrad", "--control", "other_request", "--sequential"],
+     "--control other_request with --sequential would score each target after its own request was unlearned (by "
+     "the step before); drop one of them."),
+    (["--method", "fullgrad", "--control", "random_step", "--dtype", "bfloat16"],
+     "--control random_step needs --dtype float32 (in bfloat16 a random step of a deletion's norm, spread over every "
+     "weight, mostly rounds away)."),
+    (["--method", "fullgrad", "--control", "random_step", "--save-model", "m"],
+     "--save-model with --control would save a control under the deletion's checkpoint names; save the deletion's "
+     "models in a run without --control."),
 ])
 def test_a_control_that_cannot_run_is_one_line(argv, line, tmp_path, capsys):
     assert main([*argv, "--task", "rwku", "--output", str(tmp_path / "out")]) == 2
