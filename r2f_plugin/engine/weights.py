@@ -40,6 +40,10 @@ class Weights:
             self._state = state
         return self.model
 
+    def _start(self) -> Snapshot:
+        """The snapshot a deletion starts from: the untouched weights, or in sequential mode the last result."""
+        return self._snapshots[CURRENT if CURRENT in self._snapshots else UNTOUCHED]
+
     def to_start(self) -> torch.nn.Module:
         """The model, put back where a deletion starts: the untouched weights, or in
         sequential mode the last deletion's result."""
@@ -50,7 +54,7 @@ class Weights:
         returned another model object than the one it was given)."""
         if result is not self.model:
             return None
-        return self._snapshots[CURRENT if CURRENT in self._snapshots else UNTOUCHED].changed_share(result)
+        return self._start().changed_share(result)
 
     def randomize_step(self, result: torch.nn.Module, seed: int) -> None:
         """``--control random_step``: the deletion's step, from where it started to ``result``,
@@ -58,7 +62,7 @@ class Weights:
         if result is not self.model:
             raise UserError(f"--control random_step needs a method that edits the model it is given in place; "
                             f"method {self._method!r} returned another model object. Use --control other_request.")
-        self._snapshots[CURRENT if CURRENT in self._snapshots else UNTOUCHED].randomize_step(result, seed)
+        self._start().randomize_step(result, seed)
 
     def edited(self) -> torch.nn.Module:
         """The model, about to be changed in place (a deletion or an attack)."""
