@@ -68,7 +68,7 @@ MAX_SEEDS = 10_000  # seeds one command may ask for (0-4294967295 once built a l
 
 def parse_seeds(text: str) -> list[int]:
     """``0,1,2`` or ``0-4`` (inclusive ranges), mixed freely; each seed in ``0..MAX_SEED``."""
-    seeds: list[int] = []
+    seeds: dict[int, None] = {}  # ordered, each seed once
     for part in comma_list(text):
         lo, sep, hi = part.partition("-")
         try:
@@ -80,12 +80,12 @@ def parse_seeds(text: str) -> list[int]:
         if last > MAX_SEED:  # none is negative: a leading "-" does not parse
             raise UserError(f"bad --seeds item {part!r}: seeds run from 0 to {MAX_SEED}.")
         if last - first < MAX_SEEDS:  # a range is checked before it is built
-            seeds = list(dict.fromkeys([*seeds, *range(first, last + 1)]))
+            seeds.update(dict.fromkeys(range(first, last + 1)))
         if last - first >= MAX_SEEDS or len(seeds) > MAX_SEEDS:
             raise UserError(f"--seeds {text} asks for more than {MAX_SEEDS} seeds; run fewer at a time.")
     if not seeds:
         raise UserError("--seeds is empty; write e.g. 0,1,2.")
-    return seeds
+    return list(seeds)
 
 
 def expand(requested: Sequence[str], kind: str, registry: Any = None) -> list[str]:
