@@ -35,7 +35,8 @@ def tabulate(args: argparse.Namespace) -> dict[str, Any]:
     records, skipped, aside = counted(store, args.all_versions)
     if not records:
         raise UserError(f"no results in {store.jobs}; run `r2f-bench sweep --output {args.output}` first, or point --output at a results store.")
-    tables = build_tables(records, phases=args.phases, reference=registry().cost_reference(), baseline=args.baseline)
+    tables = build_tables(records, phases=args.phases, reference=registry().cost_reference(), baseline=args.baseline,
+                          per_target=args.per_target)
     for t in tables:
         t.note += pooling_note(aside, args.all_versions)
     out_dir = Path(args.out_dir) if args.out_dir else store.root / "tables"
@@ -92,6 +93,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="also the phases table: the mean wall seconds of each phase of a target's run (untouched "
                         "scores, unlearn, evaluate, extra, alignment, attacks, restore), their sum, the share outside unlearn, and "
                         "the run's one-time load and setup; in the --json output under \"phases\"")
+    p.add_argument("--per-target", action="store_true",
+                   help="also, per dataset, each row's USR on every target, the target's known probes beside it and "
+                        "every target pooled last (forgotten over known probes): where a mean over targets comes from")
     add_json_option(p, "every table's cells (mean, interval, n), notes and provenance, and the record counts")
     p.set_defaults(func=json_command(tabulate))
     return p

@@ -169,8 +169,11 @@ def chat_template(setting: str, tokenizer: Any, model: str) -> bool:
     return has and setting != "off"
 
 
-def forget_request(scope: Scope, built: Built, target: Target) -> ForgetRequest:
-    """The deletion request every method gets for ``target``: the same views and retain items."""
+def forget_request(scope: Scope, built: Built, target: Target, scored: Target | None = None) -> ForgetRequest:
+    """The deletion request every method gets for ``target``: the same views and retain items.
+    ``scored``: the target scored after it, where another (``--control other_request``), whose
+    evaluated strings the views must not reproduce either."""
     views = built.views(target.request)
-    protocol.check_views(target, views, scope.bench)
+    for held_out in {t.id: t for t in (target, scored or target)}.values():
+        protocol.check_views(held_out, views, scope.bench)
     return ForgetRequest(target=target.id, views=views, retain=Watched(scope.retain_for(target)), name=target.name)

@@ -7,6 +7,7 @@ tensor by tensor, so what it forgets is what any change of that size breaks."""
 from __future__ import annotations
 
 import copy
+import random
 from typing import Sequence, TypeVar
 
 import torch
@@ -17,6 +18,12 @@ T = TypeVar("T")
 def other_target(targets: Sequence[T], target: T) -> T:
     """The evaluation target whose request stands in for ``target``'s: the next, cyclically."""
     return targets[(targets.index(target) + 1) % len(targets)]
+
+
+def step_seed(seed: int, target_id: str) -> int:
+    """The random step's seed for one target of a run: its own draw for each target (one
+    direction for all would let a paired test over targets count one draw many times)."""
+    return random.Random(f"{seed}:{target_id}").getrandbits(63)
 
 
 def same_norm_noise(delta: torch.Tensor, gen: torch.Generator) -> torch.Tensor | None:

@@ -15,7 +15,6 @@ target (:mod:`~r2f_bench.engine.weights`), so a run holds one copy of the weight
 from __future__ import annotations
 
 import json
-import random
 import time
 import traceback
 from pathlib import Path
@@ -35,7 +34,7 @@ from .attacks import Attacks
 from .budget import Watched, metered
 from .build import BuildInputs, build_models, forget_request
 from .config import RunConfig
-from .controls import other_target
+from .controls import other_target, step_seed
 from .distributed import process_state, set_up_cpu
 from .evaluate import Evaluator
 from .checkpoint import write_pretrained
@@ -113,10 +112,11 @@ class Run:
         self._once = {**once, "setup": setup_cost.seconds}
         self._prepared = True
 
-    def request(self, target: Target) -> ForgetRequest:
-        """The deletion request every method gets: the same views and retain items."""
+    def request(self, target: Target, scored: Target | None = None) -> ForgetRequest:
+        """The deletion request every method gets: the same views and retain items (``scored``:
+        the target scored after it, where another: a negative control)."""
         self.prepare()  # views may come from the model itself (--paraphraser self)
-        return forget_request(self.scope, self._built, target)
+        return forget_request(self.scope, self._built, target, scored)
 
     def run_target(self, target: Target) -> dict[str, Any] | None:
         """Unlearn one target and return its result record, with the wall seconds of each phase
@@ -135,9 +135,10 @@ class Run:
                               f"{sum(known.probes.values())} held-out forget probes, fewer than --min-known "
                               f"{self.config.min_known}; the other targets run")
                 return None
-        request = self.request(target)
         if self.config.control == "other_request":  # a negative control: another target's request, this one scored
-            request = self.request(other_target(self.targets, target))
+            request = self.request(other_target(self.targets, target), scored=target)
+        else:
+            request = self.request(target)
         try:
             return self._run_target(target, request, t0, spent)
         finally:  # a no-op unless the target failed before its record
@@ -208,7 +209,7 @@ class Run:
             if not all(torch.isfinite(t).all() for t in computed):
                 return edit, cost, None
             if self.config.control == "random_step":  # a negative control: the step's size, not its direction
-                self.weights.randomize_step(edit.model, random.Random(f"{self.config.seed}:{target.id}").getrandbits(63))
+                self.weights.randomize_step(edit.model, step_seed(self.config.seed, target.id))
             return edit, cost, {**edit.info, **diagnostics}
 
     def _origin(self) -> str:

@@ -40,6 +40,11 @@ _HOOK_EXTRAS = ("_forward_hooks_with_kwargs", "_forward_hooks_always_called", "_
 _CAPTURE_MARK = "_output_capturing_hooks_installed"
 
 
+def _captures(hook: object) -> bool:
+    """Whether ``hook`` is one of transformers' own output-capturing hooks (see the module's docstring)."""
+    return getattr(hook, "__module__", "") == "transformers.utils.output_capturing"
+
+
 def _storage_key(t: torch.Tensor) -> tuple:
     """What makes two state-dict entries one tensor (tied weights)."""
     return (t.device, t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), t.stride())
@@ -144,6 +149,24 @@ class Snapshot:
                     same_kind = saved.shape == p.shape and saved.dtype == p.dtype
                     changed += int((p.detach().cpu() != saved).sum()) if same_kind else p.numel()
         return 100.0 * changed / max(total, 1)
+
+    @torch.no_grad()
+    def beyond_parameters(self, model: torch.nn.Module) -> str | None:
+        """What ``model`` changed since the snapshot besides its parameters: a hook registered or
+        a floating-point buffer written (``None``: nothing; transformers' own capturing hooks,
+        installed lazily by a forward that asks for hidden states, are not a change)."""
+        for name, m in model.named_modules():
+            for h, kept in self.hooks[name].items():
+                if any(k not in kept and not _captures(fn) for k, fn in getattr(m, h).items()):
+                    return f"registered a hook on module {name or '(the model)'!r}"
+        parameters = {name for name, _ in model.named_parameters()}
+        with safe_open(str(self.path), framework="pt", device="cpu") as f:
+            for name, t in _tensors(model).items():
+                if name in self.names and name not in parameters and t.is_floating_point():
+                    saved = f.get_tensor(name)
+                    if saved.shape != t.shape or not torch.equal(t.detach().cpu().to(saved.dtype), saved):
+                        return f"wrote the buffer {name!r}"
+        return None
 
     @torch.no_grad()
     def randomize_step(self, model: torch.nn.Module, seed: int) -> None:

@@ -62,7 +62,11 @@ class Weights:
         if result is not self.model:
             raise UserError(f"--control random_step needs a method that edits the model it is given in place; "
                             f"method {self._method!r} returned another model object. Use --control other_request.")
-        self._start().randomize_step(result, seed)
+        start = self._start()
+        if (why := start.beyond_parameters(result)) is not None:  # a random step would keep that part of the edit
+            raise UserError(f"--control random_step replaces a deletion's weight step, but method {self._method!r} also "
+                            f"{why}, which a random step would keep; use --control other_request.")
+        start.randomize_step(result, seed)
 
     def edited(self) -> torch.nn.Module:
         """The model, about to be changed in place (a deletion or an attack)."""

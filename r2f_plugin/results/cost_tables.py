@@ -4,6 +4,7 @@ for methods run with several model pairs."""
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from typing import Mapping, Sequence
 
@@ -124,7 +125,7 @@ def transfer_tables(records: Sequence[Record]) -> list[Table]:
         rows = [(t, [stats[m].get((t, p)) for p in proxies for m in ("usr", "gur")]) for t in targets]
         extra = setting_label(setting(rs[0]), varying([r for (m, t, _), group in by_case.items() if (m, t) == (method, task)
                                                        for r in group], ("params", "views")))
-        stem = f"transfer-{method}-{task}"
+        stem = "-".join(re.findall(r"[\w.]+", f"transfer-{method}-{task}", re.ASCII))  # a file name and a LaTeX label
         same = sum(t.name.startswith(stem) for t in tables)
         tables.append(Table(stem + (f"-{same + 1}" if same else ""),
                             f"Proxy → target transfer of {method}, {task}" + (f" ({extra})" if extra else ""),

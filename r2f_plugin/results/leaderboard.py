@@ -12,17 +12,17 @@ from .cost_tables import cost_table, phases_table, transfer_tables
 from .paired_table import baseline_row, paired_table
 from .stats import Record
 from .tables import (ALIGNMENT_NOTE, SEEN_NOTE, Table, attacks_table, flag_below_floor, level_table,
-                     method_rows, metric_table)
+                     method_rows, metric_table, target_tables)
 
 SCORES = ("usr", "usr_seen", "gur", "locality", "name_control")  # Table 1's metrics, and the paired table's
 
 
 def build_tables(records: Sequence[Record], phases: bool = False, reference: str | None = None,
-                 baseline: str | None = None) -> list[Table]:
+                 baseline: str | None = None, per_target: bool = False) -> list[Table]:
     """Every table the records support, in the paper's order (``phases``: then the
-    :func:`phases_table`; ``reference``: the method the cost table states ratios to, and the
-    paired table's baseline where it names one row; ``baseline``: that baseline, which must
-    name a row: :class:`UserError` otherwise).
+    :func:`phases_table`; ``per_target``: then the :func:`target_tables`; ``reference``: the
+    method the cost table states ratios to, and the paired table's baseline where it names one
+    row; ``baseline``: that baseline, which must name a row: :class:`UserError` otherwise).
 
     Only evaluation-split records count: dev-split runs (``r2f-bench tune``) choose
     hyper-parameters and never enter a leaderboard."""
@@ -55,6 +55,7 @@ def build_tables(records: Sequence[Record], phases: bool = False, reference: str
         cost_table(records, reference),
     ]
     tables += transfer_tables(records) + ([phases_table(records)] if phases else [])
+    tables += target_tables(records) if per_target else []
     if diverged:
         excluded = ", ".join(f"{m} {n}" for m, n in sorted(diverged.items()))
         for t in tables:

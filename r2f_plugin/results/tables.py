@@ -14,7 +14,8 @@ views, model or proxy) are never averaged together: they become separate
 rows, labelled by the setting fields that vary among that method's records.
 
 This module holds the table model and the score tables: ``table1`` (USR / GUR per
-dataset), ``levels``, ``rap``, ``attacks`` and ``identity_alignment``; the cost tables are
+dataset), ``levels``, ``rap``, ``attacks``, ``identity_alignment`` and, on request, the
+per-target ``targets-<task>``; the cost tables are
 in :mod:`.cost_tables`, and :func:`~.leaderboard.build_tables` puts them all in order.
 Each states the models, data revisions and plugin versions its records came from;
 :mod:`r2f_bench.results.render` writes them as Markdown, LaTeX, CSV and HTML.
@@ -24,8 +25,8 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from dataclasses import dataclass, field
-from typing import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Callable, Hashable, Iterable, Sequence
 
 from ..engine.metrics import MIN_UTILITY
 from ..metric import METRICS, legend
@@ -152,7 +153,7 @@ def method_rows(records: Sequence[Record]) -> tuple[list[str], Callable[[Record]
 
 
 def cell_stats(records: Sequence[Record], metrics: Iterable[str],
-               label: Callable[[Record], str]) -> Callable[[str, str, str], Stat | None]:
+               label: Callable[[Record], Hashable]) -> Callable[[Hashable, str, str], Stat | None]:
     """(row label, task, metric) -> the cell's :class:`Stat`: :data:`UNDEFINED` where the row
     has records on the task but none defines the metric, ``None`` where it has none there."""
     key = lambda r: (label(r), r.get("task"))
@@ -232,4 +233,49 @@ def level_table(records: Sequence[Record]) -> Table:
                  f"USR on each held-out forget set, pooled (USR) and on the request's own strings (USR seen). "
                  f"{SEEN_NOTE}.", columns, rows, Provenance.of(records))
 
+
+TARGETS_NOTE = ("Each method row's USR on each target: where the mean over targets comes from. Known: the held-out "
+                "forget probes the untouched model answered, which the target's USR counts (mean over its records, "
+                "which differ only between models). The last row pools every target: forgotten over known probes, "
+                "all targets together, beside the sum of known.")
+TARGETS_CELLS = ("Cells: a target's mean over its seeds [95% bootstrap CI over seeds, where more than one], n = records; "
+                 "the pooled row: one share of every record's probes (n = records) beside the known probes summed over "
+                 "targets (n = targets); no bold (a column compares targets, "
+                 f"not methods); {NA_NOTE}.")
+
+
+def target_tables(records: Sequence[Record]) -> list[Table]:
+    """``table --per-target``: per dataset, targets as rows (most known probes first), their
+    known probes, then each method row's USR on them; last, every target pooled."""
+    labels, label = method_rows(records)
+    tables = []
+    for task in task_order(r.get("task") for r in records):
+        rs = [r for r in records if r.get("task") == task]
+        here = [lab for lab in labels if any(label(r) == lab for r in rs)]
+        known = {t: replace(s, lo=None, hi=None)  # a count of the untouched model's, no interval
+                 for t, s in group_stats(rs, "known_forget_probes", lambda r: str(r.get("target"))).items()}
+        cell = cell_stats(rs, ["usr"], lambda r: (label(r), str(r.get("target"))))
+        targets = sorted({str(r.get("target")) for r in rs}, key=lambda t: (-known[t].mean if t in known else 1, t))
+        columns = [Column("known", "known", digits=0)] + [Column(f"{lab}.usr", "USR", lab, None) for lab in here]
+        rows = [(t, [known.get(t)] + [cell((lab, t), task, "usr") for lab in here]) for t in targets]
+        rows.append(("all targets, pooled", [_total(rs, "known_forget_probes")] + [_pooled([r for r in rs if label(r) == lab])
+                                                                                  for lab in here]))
+        tables.append(Table(f"targets-{task}", f"USR per target, {task}", TARGETS_NOTE, columns, rows,
+                            Provenance.of(rs), row_header="Target", cells_note=TARGETS_CELLS))
+    return tables
+
+
+def _total(records: Sequence[Record], field: str) -> Stat | None:
+    """The sum of ``field`` over the records that have it, over the targets' mean per target."""
+    per_target = group_stats(records, field, lambda r: str(r.get("target")))
+    return Stat(sum(s.mean for s in per_target.values()), None, None, len(per_target)) if per_target else None
+
+
+def _pooled(records: Sequence[Record]) -> Stat:
+    """Forgotten over known held-out probes, every record's together, in %."""
+    counted = [r for r in records if r.get("known_forget_probes")]
+    known = sum(r["known_forget_probes"] for r in counted)
+    if not known:
+        return UNDEFINED
+    return Stat(100.0 * sum(r.get("forgotten_forget_probes") or 0 for r in counted) / known, None, None, len(counted))
 

@@ -38,7 +38,7 @@ from ..data import ForgetRequest, Probe, Target
 from .frontier import best_usr
 from ..engine.metrics import usr
 from ..engine.config import RunConfig
-from ..engine.controls import other_target, random_step_like
+from ..engine.controls import other_target, random_step_like, step_seed
 from ..engine.record import answered, score
 from ..engine.run import Run
 
@@ -74,7 +74,7 @@ def interval(values_by_target: dict[str, list[float]], seed: int = 0) -> Interva
 
 def other_request(run: Run, target: Target) -> ForgetRequest:
     """The request of the next evaluation target (a different person), for ``target``."""
-    return run.request(other_target(run.targets, target))
+    return run.request(other_target(run.targets, target), scored=target)
 
 
 def target_curve(run: Run, target: Target, strengths: Sequence[float], condition: str) -> list[tuple[float, ...]]:
@@ -91,7 +91,9 @@ def target_curve(run: Run, target: Target, strengths: Sequence[float], condition
         request = other_request(run, target) if condition == "other_request" else run.request(target)
         torch.manual_seed(run.config.seed)
         edit = method.unlearn(copy.deepcopy(run.model), request, run.ctx)
-        model = random_step_like(run.model, edit.model, run.config.seed) if condition == "random_step" else edit.model
+        model = edit.model
+        if condition == "random_step":
+            model = random_step_like(run.model, edit.model, step_seed(run.config.seed, target.id))
         after = run.evaluator.scores(model, target)
         forgot, gur = run.recorder.headline(target, before, after)
         lost = usr(answered(before, util), answered(after, util))

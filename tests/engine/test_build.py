@@ -17,8 +17,8 @@ from r2f_bench.tasks.rwku import SAMPLE_DIR
 
 
 def plan(tmp_path, method: str = "fullgrad", **kw) -> Plan:
-    return Plan(RunConfig(method=method, task="rwku", data_dir=str(SAMPLE_DIR), limit=1, views=3, seed=7,
-                          output=str(tmp_path), **kw), progress=lambda m: None)
+    return Plan(RunConfig(**{"method": method, "task": "rwku", "data_dir": str(SAMPLE_DIR), "limit": 1, "views": 3,
+                             "seed": 7, "output": str(tmp_path), **kw}), progress=lambda m: None)
 
 
 @pytest.fixture
@@ -120,3 +120,24 @@ def test_a_request_has_the_runs_views_and_retain_items_and_never_leaks_a_probe(t
     leaking = dataclasses.replace(built, views=lambda facts: [facts, target.probes[held_out]])
     with pytest.raises(UserError, match=f"{target.id}.*choose another --paraphraser"):
         build.forget_request(p.scope, leaking, target)
+
+
+def test_a_stand_in_request_never_leaks_a_probe_of_the_target_it_is_scored_on(tmp_path, stand_in):
+    """--control other_request: another target's views are checked against the scored target's probes too."""
+    p = plan(tmp_path, limit=2)
+    built = build.build_models(build.BuildInputs.of(p), torch.device("cpu"))
+    scored, other = p.targets
+    def views_with(probe):
+        return dataclasses.replace(built, views=lambda facts: [facts, [probe]])
+
+    def leaks_into_other(probe) -> bool:
+        try:
+            build.forget_request(p.scope, views_with(probe), other)
+            return False
+        except UserError:
+            return True
+
+    held_out = [q for s in p.scope.roles(scored)["held_out"] for q in scored.probes[s]]
+    probe = next(q for q in held_out if not leaks_into_other(q))  # a string of the scored target's alone
+    with pytest.raises(UserError, match=f"{scored.id}, probe set .*choose another --paraphraser"):
+        build.forget_request(p.scope, views_with(probe), other, scored=scored)

@@ -7,8 +7,9 @@ import pytest
 import torch
 
 from r2f_bench.cli import main
-from r2f_bench.engine.controls import other_target
+from r2f_bench.engine.controls import other_target, step_seed
 from r2f_bench.engine.weights import Weights
+from r2f_bench.errors import UserError
 from r2f_bench.results.store import Store
 
 
@@ -16,7 +17,12 @@ def test_the_stand_in_request_is_the_next_targets_cyclically():
     assert [other_target(["a", "b", "c"], t) for t in "abc"] == ["b", "c", "a"]
 
 
-def test_each_target_draws_its_own_random_step(tmp_path):
+def test_each_target_of_a_run_gets_its_own_step_seed():
+    assert step_seed(0, "a") == step_seed(0, "a")
+    assert len({step_seed(0, "a"), step_seed(0, "b"), step_seed(1, "a")}) == 3
+
+
+def test_each_seed_draws_its_own_random_step(tmp_path):
     """One direction for every target would make the paired test over targets count one draw many times."""
     from r2f_bench.engine.snapshot import Snapshot
 
@@ -57,10 +63,30 @@ def _rows(out) -> dict[str, list[dict]]:
     return rows
 
 
+def test_a_random_step_is_refused_where_the_deletion_changed_more_than_weights(tmp_path):
+    """A hook or a written buffer would survive the random step, keeping part of the real edit."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.BatchNorm1d(4))
+    weights = Weights(model, tmp_path, "plugin")
+    weights.edited()[0].weight.data.add_(0.1)
+    weights.randomize_step(model, seed=1)  # a weight step alone: randomised as asked
+    weights.to_start()
+    weights.edited()[0].register_forward_hook(lambda *a: None)
+    with pytest.raises(UserError, match=r"method 'plugin' also registered a hook on module '0', which a random step"):
+        weights.randomize_step(model, seed=1)
+    weights.to_start()
+    weights.edited()[1].running_mean.add_(1.0)
+    with pytest.raises(UserError, match=r"also wrote the buffer '1\.running_mean'"):
+        weights.randomize_step(model, seed=1)
+
+
 def test_the_deletion_beats_its_controls_on_the_demo(tmp_path, monkeypatch, capsys):
     """FullGrad on the demo forgets far more of a target than the same step made for another
     target, or a random step of its size; each control is a row of its own in the store."""
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    seeds = []
+    randomize = Weights.randomize_step
+    monkeypatch.setattr(Weights, "randomize_step", lambda self, result, seed: (seeds.append(seed), randomize(self, result, seed)))
     out = tmp_path / "out"
     for control in ("none", "other_request", "random_step"):
         assert main(["--method", "fullgrad", "--task", "rwku", "--control", control, "--rap-steps", "0",
@@ -73,6 +99,7 @@ def test_the_deletion_beats_its_controls_on_the_demo(tmp_path, monkeypatch, caps
     assert all(r["request_of"] != r["target"] for r in rows["other_request"])
     assert all(r["request_of"] == r["target"] for r in rows["none"] + rows["random_step"])
     assert mean("none") > mean("other_request") + 30 and mean("none") > mean("random_step") + 30
+    assert len(set(seeds)) == len(rows["random_step"]) == 3  # a direction of its own per target
     shares = {c: sorted(round(r["budget"]["weights_changed"], 3) for r in rows[c]) for c in rows}
     assert shares["random_step"] == shares["none"]  # the deletion's own cost and reach, then randomised
     # rows of their own; the deletion's row keeps the method's name, so it stays the paired table's default baseline

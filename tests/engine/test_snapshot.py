@@ -94,6 +94,18 @@ def test_hidden_states_still_come_after_a_restore(tmp_path):
     assert len(model(input_ids=ids, output_hidden_states=True).hidden_states) == 3
 
 
+def test_transformers_own_capturing_hooks_are_not_a_methods_change(tmp_path):
+    """--control random_step refuses a deletion that changed more than weights, and a forward
+    asking for hidden states (DeepCUT's) is not such a change; a hook of the method's own is."""
+    model = tiny_model("mistral", torch.float32)
+    snap = Snapshot(model, tmp_path / "w.safetensors")
+    model(input_ids=torch.tensor([[1, 2, 3]]), output_hidden_states=True)
+    assert any(m._forward_hooks for m in model.modules())  # transformers hooked it
+    assert snap.beyond_parameters(model) is None
+    model.model.layers[1].register_forward_hook(lambda *a: None)
+    assert snap.beyond_parameters(model) == "registered a hook on module 'model.layers.1'"
+
+
 def test_a_full_disk_while_snapshotting_is_the_documented_line_and_leaves_nothing(tmp_path, monkeypatch):
     """Before: a raw ENOSPC traceback and a partial file beside the output."""
     import errno

@@ -97,6 +97,9 @@ def test_transfer_matrix():
     cells = row(matrix, "embedded:gpt2-h128-l4")
     assert cells["embedded:gpt2-h64-l2.usr"].mean == 70.5 and cells["embedded:llama-h64-l2.usr"] is None
     assert "**70.5** [70.0, 71.0] (n=2)" in to_markdown(matrix)
+    for r in recs:
+        r["config"]["control"] = "random_step"
+    assert "transfer-r2f-control-random_step-rwku" in {t.name for t in build_tables(recs)}  # a file name, a label
 
 
 def test_table_command_writes_every_format(tmp_path, capsys):
@@ -181,6 +184,30 @@ def test_phases_table_shows_where_the_time_goes_and_na_for_untimed_records(tmp_p
     # the phases' sum, 80% of it outside unlearn, then the run's one-time load and setup
     assert "| 10.00 [10.00, 10.00] (n=2) | 80.0 (n=2) | 30.00 [30.00, 30.00] (n=2) | 5.00 [5.00, 5.00] (n=2) |" in out
     assert "| ga |" + " n/a |" * 11 in out
+
+
+def test_the_per_target_table_shows_where_a_mean_over_targets_comes_from(tmp_path, capsys):
+    """Each row's USR per target, most known probes first, and every target's probes pooled: a
+    pooled share weighs targets by their known probes, the mean over targets does not."""
+    def rec(method, target, known, forgotten, seed=0):
+        return {**record(method, "rwku", seed, target, 100.0 * forgotten / known, 95.0, 0.0, 0.9, 1.0),
+                "known_forget_probes": known, "forgotten_forget_probes": forgotten}
+
+    recs = [rec("fullgrad", "marx", 18, 6), rec("fullgrad", "socrates", 6, 6),
+            rec("r2f", "marx", 18, 5), rec("r2f", "marx", 18, 7, seed=1), rec("r2f", "socrates", 6, 0)]
+    store = stored(recs, tmp_path / "store")
+    table("--output", str(store.root), "--per-target", "--format", "md")
+    out = capsys.readouterr().out
+    section = out[out.index("### USR per target, rwku"):]
+    assert "| Target | known | fullgrad USR | r2f USR |" in section
+    assert "| marx | 18 (n=3) | 33.3 (n=1) | 33.3 [27.8, 38.9] (n=2) |" in section
+    assert "| socrates | 6 (n=2) | 100.0 (n=1) | 0.0 (n=1) |" in section
+    assert section.index("| marx |") < section.index("| socrates |")  # most known first
+    # pooled: fullgrad 12/24 = 50 % (its mean over targets is 66.7), r2f 12/42
+    assert "| all targets, pooled | 24 (n=2) | 50.0 (n=2) | 28.6 (n=3) |" in section
+    assert "**" not in section.split("\n- ")[0]  # no bold: a column compares targets
+    table("--output", str(store.root), "--format", "md")
+    assert "USR per target" not in capsys.readouterr().out  # only when asked
 
 
 def test_phases_json_carries_the_numbers_under_their_own_key(tmp_path, capsys):
