@@ -137,15 +137,16 @@ def method_rows(records: Sequence[Record]) -> tuple[list[str], Callable[[Record]
     """Row labels in display order (R2F last, as in the paper) and the record -> label function.
 
     A label is the method (a negative control's: ``method (control: kind)``, ``--control``)
-    plus the setting fields that vary among its records.
+    plus the setting fields that vary among the method's records, its controls' included (so a
+    control's row says which of the method's settings it stands beside).
     """
-    by_name: dict[str, list[Record]] = defaultdict(list)
+    by_method: dict[str, list[Record]] = defaultdict(list)
     for r in records:
-        by_name[row_name(r)].append(r)
-    fields = {n: varying(rs) for n, rs in by_name.items()}
+        by_method[str(r.get("method"))].append(r)
+    fields = {m: [f for f in varying(rs) if f != "control"] for m, rs in by_method.items()}
 
     def label(r: Record) -> str:
-        extra = setting_label(setting(r), fields[row_name(r)])
+        extra = setting_label(setting(r), fields[str(r.get("method"))])
         return f"{row_name(r)} [{extra}]" if extra else row_name(r)
 
     methods = {label(r): r.get("method") for r in records}

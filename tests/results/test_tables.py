@@ -210,6 +210,16 @@ def test_the_per_target_table_shows_where_a_mean_over_targets_comes_from(tmp_pat
     assert "USR per target" not in capsys.readouterr().out  # only when asked
 
 
+def test_a_controls_row_names_the_setting_of_the_method_it_stands_beside():
+    """Two settings of RMU and a control of one: the control's row says which (it did not, when
+    a row's label looked only at the records of its own name)."""
+    recs = [record("rmu", "rwku", 0, "t1", 80.0, 95.0, 0.0, 0.9, 1.0, params={"lr": lr}) for lr in ("1e-4", "1e-5")]
+    control = record("rmu", "rwku", 0, "t1", 40.0, 95.0, 0.0, 0.9, 1.0, params={"lr": "1e-4"})
+    control["config"]["control"] = "other_request"
+    labels = [label for label, _ in next(t for t in build_tables(recs + [control]) if t.name == "table1").rows]
+    assert labels == ["rmu (control: other_request) [lr=1e-4]", "rmu [lr=1e-4]", "rmu [lr=1e-5]"]
+
+
 def test_phases_json_carries_the_numbers_under_their_own_key(tmp_path, capsys):
     import json
 
