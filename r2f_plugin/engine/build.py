@@ -174,6 +174,7 @@ def forget_request(scope: Scope, built: Built, target: Target, scored: Target | 
     ``scored``: the target scored after it, where another (``--control other_request``), whose
     evaluated strings the views must not reproduce either."""
     views = built.views(target.request)
-    for held_out in {t.id: t for t in (target, scored or target)}.values():
-        protocol.check_views(held_out, views, scope.bench)
+    protocol.check_views(target, views, scope.bench)
+    if scored is not None:
+        protocol.check_views(scored, views, scope.bench, request_of=target)
     return ForgetRequest(target=target.id, views=views, retain=Watched(scope.retain_for(target)), name=target.name)

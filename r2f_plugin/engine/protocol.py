@@ -165,11 +165,16 @@ def check(bench: Benchmark, task: str) -> None:
                         f"(fix the task's request or dev split: see docs/tasks.md).")
 
 
-def check_views(target: Target, views: list[list[Probe]], bench: Benchmark) -> None:
-    """Refuse paraphrased views that happen to reproduce an evaluated string of ``target``."""
+def check_views(target: Target, views: list[list[Probe]], bench: Benchmark, request_of: Target | None = None) -> None:
+    """Refuse paraphrased views that happen to reproduce an evaluated string of ``target``.
+    Views of another target's request (``request_of``: ``--control other_request``) are checked
+    whole, the request itself included, against every probe set of ``target``, seen sets too:
+    none of them is made of that request."""
+    own = request_of is None or request_of.id == target.id
     evaluated = [(asked(p), f"target {target.id}, probe set {s}")
-                 for s, ps in target.probes.items() if s not in bench.seen_sets for p in ps]
-    visible = [(x, f"a paraphrased view of {target.id}'s request") for v in views[1:] for p in v for x in visible_texts(p)]
+                 for s, ps in target.probes.items() if not own or s not in bench.seen_sets for p in ps]
+    where = f"a paraphrased view of {target.id}'s request" if own else f"a view of {request_of.id}'s request"
+    visible = [(x, where) for v in (views[1:] if own else views) for p in v for x in visible_texts(p)]
     leaks = find_leaks(evaluated, visible, first_only=True, wording=(s for s, _ in evaluated_items(bench)))
     if leaks:
         raise UserError(f"{leaks[0]}; choose another --paraphraser or fewer --views.")

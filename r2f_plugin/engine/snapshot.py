@@ -155,6 +155,8 @@ class Snapshot:
         """What ``model`` changed since the snapshot besides its parameters: a hook registered or
         a floating-point buffer written (``None``: nothing; transformers' own capturing hooks,
         installed lazily by a forward that asks for hidden states, are not a change)."""
+        if (why := self.changes(model)) is not None:
+            return f"changed the model's structure: {why}"
         for name, m in model.named_modules():
             for h, kept in self.hooks[name].items():
                 if any(k not in kept and not _captures(fn) for k, fn in getattr(m, h).items()):

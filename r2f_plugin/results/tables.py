@@ -31,7 +31,7 @@ from typing import Callable, Hashable, Iterable, Sequence
 from ..engine.metrics import MIN_UTILITY
 from ..metric import METRICS, legend
 from .cells import row_name, setting, setting_label, task_order, varying
-from .stats import Record, Stat, group_stats
+from .stats import Record, Stat, group_stats, metric_value
 from .tune import DEFAULT_MIN_GUR
 
 
@@ -236,13 +236,13 @@ def level_table(records: Sequence[Record]) -> Table:
 
 
 TARGETS_NOTE = ("Each method row's USR on each target: where the mean over targets comes from. Known: the held-out "
-                "forget probes the untouched model answered, which the target's USR counts (mean over its records, "
-                "which differ only between models). The last row pools every target: forgotten over known probes, "
-                "all targets together, beside the sum of known.")
+                "forget probes the untouched model answered, which the target's USR counts (n/a where the rows "
+                "differ in it: another model, or a request that makes a held-out set seen). The last row pools "
+                "every target: each record's USR weighted by its known probes (without chance answers, forgotten "
+                "over known probes, all targets' together), beside the sum of known.")
 TARGETS_CELLS = ("Cells: a target's mean over its seeds [95% bootstrap CI over seeds, where more than one], n = records; "
-                 "the pooled row: one share of every record's probes (n = records) beside the known probes summed over "
-                 "targets (n = targets); no bold (a column compares targets, "
-                 f"not methods); {NA_NOTE}.")
+                 "the pooled row: n = records, and targets for the sum of known; no bold (a column compares "
+                 f"targets, not methods); {NA_NOTE}.")
 
 
 def target_tables(records: Sequence[Record]) -> list[Table]:
@@ -253,30 +253,33 @@ def target_tables(records: Sequence[Record]) -> list[Table]:
     for task in task_order(r.get("task") for r in records):
         rs = [r for r in records if r.get("task") == task]
         here = [lab for lab in labels if any(label(r) == lab for r in rs)]
-        known = {t: replace(s, lo=None, hi=None)  # a count of the untouched model's, no interval
-                 for t, s in group_stats(rs, "known_forget_probes", lambda r: str(r.get("target"))).items()}
+        known = _known(rs)
         cell = cell_stats(rs, ["usr"], lambda r: (label(r), str(r.get("target"))))
-        targets = sorted({str(r.get("target")) for r in rs}, key=lambda t: (-known[t].mean if t in known else 1, t))
+        targets = sorted({str(r.get("target")) for r in rs}, key=lambda t: (-known[t].mean if known[t].n else 1, t))
         columns = [Column("known", "known", digits=0)] + [Column(f"{lab}.usr", "USR", lab, None) for lab in here]
-        rows = [(t, [known.get(t)] + [cell((lab, t), task, "usr") for lab in here]) for t in targets]
-        rows.append(("all targets, pooled", [_total(rs, "known_forget_probes")] + [_pooled([r for r in rs if label(r) == lab])
-                                                                                  for lab in here]))
+        rows = [(t, [known[t]] + [cell((lab, t), task, "usr") for lab in here]) for t in targets]
+        total = (Stat(sum(k.mean for k in known.values()), None, None, len(known))
+                 if all(k.n for k in known.values()) else UNDEFINED)
+        rows.append(("all targets, pooled", [total] + [_pooled([r for r in rs if label(r) == lab]) for lab in here]))
         tables.append(Table(f"targets-{task}", f"USR per target, {task}", TARGETS_NOTE, columns, rows,
                             Provenance.of(rs), row_header="Target", cells_note=TARGETS_CELLS))
     return tables
 
 
-def _total(records: Sequence[Record], field: str) -> Stat | None:
-    """The sum of ``field`` over the records that have it, over the targets' mean per target."""
-    per_target = group_stats(records, field, lambda r: str(r.get("target")))
-    return Stat(sum(s.mean for s in per_target.values()), None, None, len(per_target)) if per_target else None
+def _known(records: Sequence[Record]) -> dict[str, Stat]:
+    """Per target, its known held-out probes (:data:`UNDEFINED` where its records differ in them)."""
+    values: dict[str, list[float | None]] = defaultdict(list)
+    for r in records:
+        values[str(r.get("target"))].append(r.get("known_forget_probes"))
+    return {t: Stat(float(v[0]), None, None, len(v)) if len(set(v)) == 1 and v[0] is not None else UNDEFINED
+            for t, v in values.items()}
 
 
 def _pooled(records: Sequence[Record]) -> Stat:
-    """Forgotten over known held-out probes, every record's together, in %."""
-    counted = [r for r in records if r.get("known_forget_probes")]
+    """The records' USR weighted by their known held-out probes (USR corrects for chance where a
+    benchmark has it, so this is not forgotten over known there)."""
+    counted = [r for r in records if r.get("known_forget_probes") and metric_value(r, "usr") is not None]
     known = sum(r["known_forget_probes"] for r in counted)
     if not known:
         return UNDEFINED
-    return Stat(100.0 * sum(r.get("forgotten_forget_probes") or 0 for r in counted) / known, None, None, len(counted))
-
+    return Stat(sum(r["usr"] * r["known_forget_probes"] for r in counted) / known, None, None, len(counted))

@@ -139,5 +139,9 @@ def test_a_stand_in_request_never_leaks_a_probe_of_the_target_it_is_scored_on(tm
 
     held_out = [q for s in p.scope.roles(scored)["held_out"] for q in scored.probes[s]]
     probe = next(q for q in held_out if not leaks_into_other(q))  # a string of the scored target's alone
-    with pytest.raises(UserError, match=f"{scored.id}, probe set .*choose another --paraphraser"):
+    with pytest.raises(UserError, match=f"{scored.id}, probe set .* in a view of {other.id}'s request.*choose another"):
         build.forget_request(p.scope, views_with(probe), other, scored=scored)
+    seen = [q for s in p.bench.seen_sets for q in scored.probes.get(s, [])]
+    assert seen and not leaks_into_other(seen[0])  # made of the scored target's own request: no stand-in's to hold
+    with pytest.raises(UserError, match=f"{scored.id}, probe set {seen[0].set}"):
+        build.forget_request(p.scope, views_with(seen[0]), other, scored=scored)

@@ -104,6 +104,8 @@ def test_transformers_own_capturing_hooks_are_not_a_methods_change(tmp_path):
     assert snap.beyond_parameters(model) is None
     model.model.layers[1].register_forward_hook(lambda *a: None)
     assert snap.beyond_parameters(model) == "registered a hook on module 'model.layers.1'"
+    model.model.extra = torch.nn.Linear(2, 2)  # an adapter left attached: said, not a KeyError
+    assert snap.beyond_parameters(model).startswith("changed the model's structure: its modules changed")
 
 
 def test_a_full_disk_while_snapshotting_is_the_documented_line_and_leaves_nothing(tmp_path, monkeypatch):

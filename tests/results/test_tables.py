@@ -206,6 +206,16 @@ def test_the_per_target_table_shows_where_a_mean_over_targets_comes_from(tmp_pat
     # pooled: fullgrad 12/24 = 50 % (its mean over targets is 66.7), r2f 12/42
     assert "| all targets, pooled | 24 (n=2) | 50.0 (n=2) | 28.6 (n=3) |" in section
     assert "**" not in section.split("\n- ")[0]  # no bold: a column compares targets
+    # a row whose held-out sets differ (another model, a request that makes a set seen): known is n/a, not a mix
+    other = {**recs[0]["config"], "method": "npo", "model": "other"}
+    recs.append({**rec("npo", "marx", 12, 6), "config": other})
+    recs.append({**rec("npo", "socrates", 4, 3), "usr": 100.0, "config": other})  # chance-corrected: 3 of 4 is all
+    capsys.readouterr()
+    table_of = {t.name: t for t in build_tables(recs, per_target=True)}["targets-rwku"]
+    rows = {label: cells for label, cells in table_of.rows}
+    assert rows["marx"][0].n == 0 and rows["socrates"][0].n == 0 and rows["all targets, pooled"][0].n == 0
+    npo = [c.key for c in table_of.columns].index("npo.usr")
+    assert rows["all targets, pooled"][npo].mean == pytest.approx((50 * 12 + 100 * 4) / 16)  # USR weighted by known
     table("--output", str(store.root), "--format", "md")
     assert "USR per target" not in capsys.readouterr().out  # only when asked
 
