@@ -95,7 +95,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                         "the run's one-time load and setup; in the --json output under \"phases\"")
     p.add_argument("--per-target", action="store_true",
                    help="also, per dataset, each row's USR on every target, the target's known probes beside it and "
-                        "every target pooled last (forgotten over known probes): where a mean over targets comes from")
+                        "every target pooled last (USR weighted by known probes): where a mean over targets comes from")
     add_json_option(p, "every table's cells (mean, interval, n), notes and provenance, and the record counts")
     p.set_defaults(func=json_command(tabulate))
     return p

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Callable, Hashable, Iterable, Sequence
 
 from ..engine.metrics import MIN_UTILITY
@@ -252,7 +252,10 @@ def target_tables(records: Sequence[Record]) -> list[Table]:
     tables = []
     for task in task_order(r.get("task") for r in records):
         rs = [r for r in records if r.get("task") == task]
-        here = [lab for lab in labels if any(label(r) == lab for r in rs)]
+        by_label: dict[str, list[Record]] = defaultdict(list)
+        for r in rs:
+            by_label[label(r)].append(r)
+        here = [lab for lab in labels if lab in by_label]
         known = _known(rs)
         cell = cell_stats(rs, ["usr"], lambda r: (label(r), str(r.get("target"))))
         targets = sorted({str(r.get("target")) for r in rs}, key=lambda t: (-known[t].mean if known[t].n else 1, t))
@@ -260,7 +263,7 @@ def target_tables(records: Sequence[Record]) -> list[Table]:
         rows = [(t, [known[t]] + [cell((lab, t), task, "usr") for lab in here]) for t in targets]
         total = (Stat(sum(k.mean for k in known.values()), None, None, len(known))
                  if all(k.n for k in known.values()) else UNDEFINED)
-        rows.append(("all targets, pooled", [total] + [_pooled([r for r in rs if label(r) == lab]) for lab in here]))
+        rows.append(("all targets, pooled", [total] + [_pooled(by_label[lab]) for lab in here]))
         tables.append(Table(f"targets-{task}", f"USR per target, {task}", TARGETS_NOTE, columns, rows,
                             Provenance.of(rs), row_header="Target", cells_note=TARGETS_CELLS))
     return tables

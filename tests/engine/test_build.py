@@ -127,6 +127,7 @@ def test_a_stand_in_request_never_leaks_a_probe_of_the_target_it_is_scored_on(tm
     p = plan(tmp_path, limit=2)
     built = build.build_models(build.BuildInputs.of(p), torch.device("cpu"))
     scored, other = p.targets
+
     def views_with(probe):
         return dataclasses.replace(built, views=lambda facts: [facts, [probe]])
 
