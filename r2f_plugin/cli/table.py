@@ -88,7 +88,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                         "(default: only the newest counts); said in every caption")
     p.add_argument("--baseline", default=None,
                    help="the row the paired table subtracts from every other, a method or a row label (default: the "
-                        "method the cost table states ratios to, where the table has one row of it)")
+                        "method the cost table states ratios to, where the table has one row of it); control:KIND "
+                        "(control:other_request, control:random_step) instead subtracts from each row its own "
+                        "negative control, the same method and setting run with --control KIND, and Holm corrects "
+                        "over those pairs alone")
     p.add_argument("--phases", action="store_true",
                    help="also the phases table: the mean wall seconds of each phase of a target's run (untouched "
                         "scores, unlearn, evaluate, extra, alignment, attacks, restore), their sum, the share outside unlearn, and "

@@ -9,7 +9,7 @@ from ..engine.metrics import ANSWERED_NOTE
 from ..errors import UserError
 from .cells import row_name
 from .cost_tables import cost_table, phases_table, transfer_tables
-from .paired_table import baseline_row, paired_table
+from .paired_table import baseline_row, paired_table, row_pairs
 from .stats import Record
 from .tables import (ALIGNMENT_NOTE, SEEN_NOTE, Table, attacks_table, flag_below_floor, level_table,
                      method_rows, metric_table, target_tables)
@@ -22,7 +22,8 @@ def build_tables(records: Sequence[Record], phases: bool = False, reference: str
     """Every table the records support, in the paper's order (``phases``: then the
     :func:`phases_table`; ``per_target``: then the :func:`target_tables`; ``reference``: the
     method the cost table states ratios to, and the paired table's baseline where it names one
-    row; ``baseline``: that baseline, which must name a row: :class:`UserError` otherwise).
+    row; ``baseline``: that baseline, which must name a row, or ``control:KIND`` a control some
+    row has, :func:`~.paired_table.row_pairs`: :class:`UserError` otherwise).
 
     Only evaluation-split records count: dev-split runs (``r2f-bench tune``) choose
     hyper-parameters and never enter a leaderboard."""
@@ -36,7 +37,7 @@ def build_tables(records: Sequence[Record], phases: bool = False, reference: str
         return []
     labels, _ = method_rows(records)
     if baseline is not None:
-        baseline_row(labels, baseline)  # a baseline the user named must name a row
+        row_pairs(records, baseline)  # a baseline the user named must name a row, or a control some row has
     elif reference is not None:
         try:
             baseline = baseline_row(labels, reference)

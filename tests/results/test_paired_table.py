@@ -135,3 +135,37 @@ def test_the_latex_table_spells_its_signs_in_math():
 
     tex = to_latex(paired_table(pair(10, 8.0), SCORES, "fullgrad"))
     assert r"r2f $-$ fullgrad ($\neq$0: USR)" in tex and "−" not in tex and "≠" not in tex
+
+
+def with_controls(n_targets: int = 10) -> list[dict]:
+    """fullgrad and r2f (:func:`pair`: r2f forgets 8 more), each beside its own other_request
+    control, which forgets 5 less than the row on every target for r2f and as much for fullgrad;
+    and r2f at another setting whose control was never run."""
+    records = pair(n_targets, 8.0)
+    for r in list(records):
+        control = {**r, "config": {**r["config"], "control": "other_request"}}
+        control["usr"] = r["usr"] - (5.0 if r["method"] == "r2f" else 0.0)
+        records.append(control)
+        if r["method"] == "r2f":
+            records.append({**r, "config": {**r["config"], "params": {"rank": "4"}}})
+    return records
+
+
+def test_each_row_is_paired_with_its_own_control_and_holm_counts_those_pairs_alone():
+    paired = paired_table(with_controls(), SCORES, "control:other_request")
+    assert [label.split(" (≠0")[0] for label, _ in paired.rows] == [  # r2f at rank 4 has no control: no row
+        "fullgrad − fullgrad (control: other_request)", "r2f − r2f (control: other_request)"]
+    fullgrad, r2f = (row(paired, start)[1][0] for start in ("fullgrad", "r2f"))
+    assert (fullgrad.mean, r2f.mean) == pytest.approx((0.0, 5.0))  # not the 8 the row forgets beyond fullgrad
+    assert "(≠0: USR)" in row(paired, "r2f")[0] and "≠0" not in row(paired, "fullgrad")[0]
+    assert "Holm-corrected over the table's 4 comparisons" in paired.note  # 2 pairs × (USR, GUR), not 4 rows'
+    assert paired.title == "Paired differences against each row's own other_request control"
+
+
+def test_an_own_control_baseline_says_what_is_missing_in_one_line():
+    with pytest.raises(UserError, match="no row has its own other_request control in this store; run the method "
+                                        "again with --control other_request"):
+        build_tables(pair(4, 8.0), baseline="control:other_request")
+    with pytest.raises(UserError, match="--baseline control:other: no such control; choose control:other_request, "
+                                        "control:random_step"):
+        build_tables(with_controls(4), baseline="control:other")
