@@ -24,6 +24,7 @@ from collections import defaultdict
 from typing import Hashable, Sequence
 
 from ..errors import UserError
+from ..jsontext import canonical_json
 from ..metric import METRICS, legend
 from ..engine.config import CONTROLS
 from .cells import setting, task_order
@@ -55,10 +56,10 @@ def own_control_pairs(records: Sequence[Record], kind: str) -> list[tuple[str, s
         raise UserError(f"--baseline {OWN_CONTROL}{kind}: no such control; choose "
                         f"{', '.join(OWN_CONTROL + c for c in CONTROLS if c != 'none')}.")
     _, label = method_rows(records)
-    key = lambda r, control: (r.get("method"), repr(sorted({**setting(r), "control": control}.items())))
-    controls = {key(r, "none"): label(r) for r in records if setting(r)["control"] == kind}
-    pairs = dict.fromkeys((label(r), controls[key(r, "none")]) for r in records
-                          if setting(r)["control"] == "none" and key(r, "none") in controls)
+    key = lambda r: canonical_json({**setting(r), "control": None, "method": r.get("method")})  # the setting it stands beside
+    controls = {key(r): label(r) for r in records if setting(r)["control"] == kind}
+    pairs = dict.fromkeys((label(r), controls[key(r)]) for r in records
+                          if setting(r)["control"] == "none" and key(r) in controls)
     if not pairs:
         raise UserError(f"--baseline {OWN_CONTROL}{kind}: no row has its own {kind} control in this store; "
                         f"run the method again with --control {kind} at the same setting.")
