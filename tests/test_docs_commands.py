@@ -1,5 +1,5 @@
-"""Every ``r2f-bench`` command in a code block of the README, the docs and the task READMEs
-parses with today's CLI, names registered methods and tasks, and passes each of its
+"""Every ``r2f-bench`` command in a code block of the README, the docs and the task and benchmark
+READMEs parses with today's CLI, names registered methods and tasks, and passes each of its
 methods only ``--set`` parameters (and values) that method accepts: examples do not rot."""
 
 import contextlib
@@ -16,7 +16,8 @@ from r2f_bench.plugins import registry
 from r2f_bench.unlearner import method_variant, parse_assignments
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted(ROOT.glob("tasks/*/README.md"))]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted(ROOT.glob("tasks/*/README.md")),
+         *sorted(ROOT.glob("benchmarks/**/README.md"))]
 CALL = re.compile(r"^(?:r2f-bench|[^#].*-m r2f_bench)(?=\s|$)")  # not in a comment
 
 

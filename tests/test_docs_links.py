@@ -1,6 +1,6 @@
-"""Every relative link in the README, the docs and the task READMEs reaches a file that exists
-and, where it names a section (``page.md#section``), a heading of that page, under GitHub's
-rules for heading anchors: a renamed heading or a moved page breaks a test, not a reader."""
+"""Every relative link in the README, the docs and the task and benchmark READMEs reaches a
+file that exists and, where it names a section (``page.md#section``), a heading of that page,
+under GitHub's rules for heading anchors: a renamed heading or a moved page breaks a test, not a reader."""
 
 import re
 from collections import Counter
@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted(ROOT.glob("tasks/*/README.md"))]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted(ROOT.glob("tasks/*/README.md")),
+         *sorted(ROOT.glob("benchmarks/**/README.md"))]
 FENCE = re.compile(r"```.*?```", re.S)
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 
