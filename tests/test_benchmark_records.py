@@ -8,11 +8,20 @@ import pytest
 
 from r2f_bench.results.cells import tabulable
 from r2f_bench.results.leaderboard import build_tables
+from r2f_bench.results.stats import Stat
 from r2f_bench.results.store import Store
 
 ROOT = Path(__file__).resolve().parents[1]
 STORES = sorted(jobs.parent for jobs in ROOT.glob("benchmarks/records/*/*/jobs"))
 SMOLLM2 = ROOT / "benchmarks/records/smollm2-rwku10/table"
+# method: (known probes forgotten by its own request, by its other-request control; the paired
+# USR difference as docs/real_lm.md and the README cite it)
+CITED = {"grad_ascent": (74, 51, "+25.2 [9.7, 44.6]"), "r2f": (31, 25, "+9.0 [−3.6, 25.6]")}
+
+
+def as_cited(stat: Stat) -> str:
+    """``+9.0 [−3.6, 25.6]``: a difference as the docs write it (signed, a true minus sign)."""
+    return f"{stat.mean:+.1f} [{stat.lo:.1f}, {stat.hi:.1f}]".replace("-", "−")
 
 
 @pytest.mark.parametrize("store", STORES, ids=lambda p: str(p.relative_to(ROOT / "benchmarks/records")))
@@ -21,21 +30,21 @@ def test_every_committed_record_reads_and_counts(store):
     assert records and not skipped, skipped
 
 
-def test_gradient_ascents_own_control_is_what_the_docs_cite():
-    records, skipped = tabulable(Store(SMOLLM2).records())
-    assert not skipped
-    ga = [r for r in records if r["method"] == "grad_ascent"]
-    own = {r["target"]: r for r in ga if r["config"]["control"] == "none"}
-    control = {r["target"]: r for r in ga if r["config"]["control"] == "other_request"}
-    assert len(own) == len(control) == 10 and own.keys() == control.keys()
-    pooled = [sum(rows[t]["forgotten_forget_probes"] for t in rows) for rows in (own, control)]
-    assert pooled == [74, 51] and sum(r["known_forget_probes"] for r in own.values()) == 81
+@pytest.mark.parametrize("method", CITED)
+def test_a_methods_own_control_is_what_the_docs_cite(method):
+    records, _ = tabulable(Store(SMOLLM2).records())
+    rows = [r for r in records if r["method"] == method]
+    own = {r["target"]: r for r in rows if r["config"]["control"] == "none"}
+    control = {r["target"]: r for r in rows if r["config"]["control"] == "other_request"}
+    assert len(own) == 10 and own.keys() == control.keys()
+    assert sum(r["known_forget_probes"] for r in own.values()) == 81
+    own_forgotten, control_forgotten, cited = CITED[method]
+    pooled = [sum(r["forgotten_forget_probes"] for r in side.values()) for side in (own, control)]
+    assert pooled == [own_forgotten, control_forgotten]
 
-    paired = next(t for t in build_tables(ga, baseline="control:other_request") if t.name == "paired")
+    paired = next(t for t in build_tables(rows, baseline="control:other_request") if t.name == "paired")
     (label, cells), = paired.rows
-    usr = cells[0]
-    cited = f"+{usr.mean:.1f} [{usr.lo:.1f}, {usr.hi:.1f}]"
-    assert cited == "+25.2 [9.7, 44.6]" and usr.n == 10
-    assert "≠0" not in label  # seven targets favour the request, three tie: p = 2/2^7, never named
+    assert as_cited(cells[0]) == cited and cells[0].n == 10
+    assert "≠0" not in label  # in the docs' family of 24 nothing but RMU's USR is named
     for page in ("docs/real_lm.md", "README.md"):
         assert cited in (ROOT / page).read_text(encoding="utf-8"), page
