@@ -45,6 +45,6 @@ def test_a_methods_own_control_is_what_the_docs_cite(method):
     paired = next(t for t in build_tables(rows, baseline="control:other_request") if t.name == "paired")
     (label, cells), = paired.rows
     assert as_cited(cells[0]) == cited and cells[0].n == 10
-    assert "≠0" not in label  # in the docs' family of 24 nothing but RMU's USR is named
+    assert "≠0" not in label  # not named in this store's family either (docs: only RMU's USR is)
     for page in ("docs/real_lm.md", "README.md"):
         assert cited in (ROOT / page).read_text(encoding="utf-8"), page
