@@ -8,7 +8,9 @@ command again to go on where it stopped; stages 2 and 3 run method by method, so
 cut short leaves whole rows):
 
 1. **scan** the first ``--scan`` targets (default all; ``r2f-bench scan``, cached): the held-out
-   forget probes the untouched model knows (echo-answerable ones never count);
+   forget probes the untouched model knows (echo-answerable ones never count); the ranking
+   is kept in ``<output>/scans/`` (:func:`ranking`), so a rerun on any machine reads it back
+   and goes on with the targets the store's records were made on;
 2. **calibrate** each method on the ``--calibrate`` best-known targets after the table's:
    its strength knob at the grid of :data:`GRIDS` (stated here, sized for a pretrained
    135M model, not the demo's defaults) and up to ``--extend`` values past its top, from
@@ -41,10 +43,12 @@ os.environ.setdefault("TQDM_DISABLE", "1")
 
 from r2f_bench.cli.main import main as cli, script  # noqa: E402
 from r2f_bench.engine.config import CONTROLS, RunConfig, check_bounds  # noqa: E402
+from r2f_bench.engine.evalcache import cached  # noqa: E402
+from r2f_bench.engine.plan import Plan  # noqa: E402
 from r2f_bench.errors import UserError  # noqa: E402
 from r2f_bench.engine.scan import scan  # noqa: E402
 from r2f_bench.results.frontier_run import utility_of  # noqa: E402
-from r2f_bench.results.store import Store  # noqa: E402
+from r2f_bench.results.store import Store, job_key  # noqa: E402
 from r2f_bench.results.sweep import Job, comma_list, execute  # noqa: E402
 from r2f_bench.results.tune import check_min_gur  # noqa: E402
 from r2f_bench.unlearner import continued  # noqa: E402
@@ -61,6 +65,38 @@ GRIDS: dict[str, tuple[str, list[float], dict[str, str]]] = {
     # steer 1 to 370 all kept GUR at 98-102: docs/real_lm.md). The steer is RMU's shipped one.
     "rmu": ("lr", [5e-5, 1.5e-4, 5e-4], {}),
 }
+
+
+def ranking(config: RunConfig, out: Path, say: Callable[[str], None]) -> list[tuple[str, int]]:
+    """Every scanned target, most known first, as (target, known probes): :func:`scan`'s, kept
+    in ``out/scans/<key>.json``, keyed as a job of the store is (the scan's settings, the
+    data's revision, the versions), so a rerun reads it back instead of scanning again and
+    a store resumed on another machine keeps the targets its records were made on. An entry
+    that does not parse or has another shape is set aside and the targets scanned again."""
+    plan = Plan(config, lambda _: None)  # the data and the options, no model (the scan says what it reads)
+    made_from = plan.config.to_dict()
+    key = job_key(made_from, "scan", plan.data_revision(), plan.versions())
+
+    def shape(entry: object) -> str | None:
+        ranked = entry.get("ranked") if isinstance(entry, dict) else None
+        if not isinstance(ranked, list) or not all(isinstance(r, list) and len(r) == 2 and isinstance(r[0], str)
+                                                   and type(r[1]) is int for r in ranked):
+            return "no list of [target, known probes]"
+        return None
+
+    scanned = []
+
+    def compute() -> dict:
+        _, found = scan(config, say)
+        scanned.append(path)
+        return {"made_from": made_from, "data_revision": plan.data_revision(), "versions": plan.versions(),
+                "ranked": [[k.target, k.total] for k in found]}
+
+    path = out / "scans" / f"{key}.json"
+    ranked = cached(path, shape, compute, say)["ranked"]
+    if not scanned:
+        say(f"scan: read back from {path} (delete it to scan again)")
+    return [(target, known) for target, known in ranked]
 
 
 def mean_utility(records: list[dict], name_control: bool = False) -> float | None:
@@ -180,15 +216,15 @@ def main(argv: list[str] | None = None) -> int:
     check_arguments(args, methods, controls, base)  # all before the scan loads the model
     say = lambda m: print(m, file=sys.stderr, flush=True)
 
-    _, found = scan(RunConfig(method="", limit=args.scan, output=args.output,
-                              **{k: v for k, v in base.items() if k != "proxy"}), say)
-    ranked = [k.target for k in found if k.total > 0]
+    found = ranking(RunConfig(method="", limit=args.scan, output=args.output,
+                              **{k: v for k, v in base.items() if k != "proxy"}), Path(args.output), say)
+    ranked = [target for target, known in found if known > 0]
     table_targets = ranked[:args.targets]
     calibration = ranked[args.targets:args.targets + args.calibrate]
     if len(table_targets) < args.targets or len(calibration) < args.calibrate:
         say(f"only {len(ranked)} of {len(found)} scanned targets have a known probe; scan more (--scan)")
         return 1
-    say(f"table targets: {', '.join(f'{k.target} ({k.total})' for k in found[:args.targets])}; "
+    say(f"table targets: {', '.join(f'{target} ({known})' for target, known in found[:args.targets])}; "
         f"calibration: {', '.join(calibration)}")
 
     chosen: dict[str, dict[str, str]] = {}

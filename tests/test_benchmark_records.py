@@ -2,6 +2,7 @@
 numbers the docs cite from them are what a table built from them says: a documented table
 can be rebuilt, and a changed record or statistic breaks a test, not a reader's trust."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,8 @@ STORES = sorted(jobs.parent for jobs in ROOT.glob("benchmarks/records/*/*/jobs")
 SMOLLM2 = ROOT / "benchmarks/records/smollm2-rwku10/table"
 # method: (known probes forgotten by its own request, by its other-request control; the paired
 # USR difference as docs/real_lm.md and the README cite it)
-CITED = {"grad_ascent": (74, 51, "+25.2 [9.7, 44.6]"), "r2f": (31, 25, "+9.0 [−3.6, 25.6]")}
+CITED = {"grad_ascent": (74, 51, "+25.2 [9.7, 44.6]"), "r2f": (31, 25, "+9.0 [−3.6, 25.6]"),
+         "fullgrad": (30, 24, "+4.9 [−9.4, 18.4]")}
 
 
 def as_cited(stat: Stat) -> str:
@@ -48,3 +50,15 @@ def test_a_methods_own_control_is_what_the_docs_cite(method):
     assert "≠0" not in label  # not named in this store's family either (docs: only RMU's USR is)
     for page in ("docs/real_lm.md", "README.md"):
         assert cited in (ROOT / page).read_text(encoding="utf-8"), page
+
+
+def test_the_committed_scan_ranks_the_stores_targets_first():
+    """The ranking a resumed run reads back instead of scanning (benchmarks/real_lm.py keeps it
+    beside the stores) names the table's ten targets first, with the known probes their
+    records count, and the calibration's target next."""
+    scan, = (SMOLLM2.parent / "scans").glob("*.json")
+    ranked = json.loads(scan.read_text(encoding="utf-8"))["ranked"]
+    table, _ = tabulable(Store(SMOLLM2).records())
+    assert {(r["target"], r["known_forget_probes"]) for r in table} == {tuple(r) for r in ranked[:10]}
+    calibration, _ = tabulable(Store(SMOLLM2.parent / "calibrate").records())
+    assert {r["target"] for r in calibration} == {ranked[10][0]}

@@ -104,9 +104,12 @@ def test_bad_options_get_one_line_before_the_scan(real_lm, tmp_path, argv, line)
     assert not any(tmp_path.iterdir())
 
 
+ARGV = ["--scan", "3", "--targets", "1", "--calibrate", "1", "--methods", "fullgrad", "--controls", "random_step",
+        "--extend", "1", "--threads", "1"]
+
+
 def test_the_script_scans_calibrates_and_tabulates(real_lm, tmp_path, capsys):
-    assert real_lm.main(["--scan", "3", "--targets", "1", "--calibrate", "1", "--methods", "fullgrad",
-                         "--controls", "random_step", "--extend", "1", "--threads", "1", "--output", str(tmp_path)]) == 0
+    assert real_lm.main(ARGV + ["--output", str(tmp_path)]) == 0
     out, err = capsys.readouterr()
     assert "table targets: " in err and "calibrated fullgrad: step 0.0002 -> GUR " in err
     # the demo model's utility outlasts this grid, sized for a pretrained LM: pushed on, then said so
@@ -114,3 +117,19 @@ def test_the_script_scans_calibrates_and_tabulates(real_lm, tmp_path, capsys):
     assert "chosen settings (calibrated on GUR >= 90): fullgrad step=" in out and "| fullgrad |" in out and "R2F's proxy" not in out
     assert "| fullgrad (control: random_step) |" in out  # the row's negative control, at its chosen setting
     assert len(list((tmp_path / "table" / "jobs").glob("*.json"))) == 2
+
+    # the ranking is kept beside the stores: a rerun goes on without scanning, with the same targets
+    scans = list((tmp_path / "scans").glob("*.json"))
+    assert len(scans) == 1 and err.count("scan: ") == 3
+    table_line = next(line for line in err.splitlines() if line.startswith("table targets: "))
+    assert real_lm.main(ARGV + ["--output", str(tmp_path)]) == 0
+    _, again = capsys.readouterr()
+    assert f"scan: read back from {scans[0]}" in again and again.count("scan: ") == 1 and table_line in again
+    assert len(list((tmp_path / "table" / "jobs").glob("*.json"))) == 2  # nothing run twice
+
+    # a damaged ranking is set aside and the targets scanned again, never trusted
+    scans[0].write_text('{"ranked": [["1_x", "many"]]}')
+    assert real_lm.main(ARGV + ["--output", str(tmp_path)]) == 0
+    _, rescanned = capsys.readouterr()
+    assert "could not be loaded (wrong shape: no list of [target, known probes])" in rescanned
+    assert rescanned.count("scan: ") == 3 and table_line in rescanned and "read back" not in rescanned
