@@ -58,9 +58,33 @@ def readme_block() -> str:
     return text.split(BEGIN)[1].split(END)[0].strip().strip("`").strip()
 
 
+NUMBER = re.compile(r"-?\d+\.(\d+)")  # a score as printed; counts (n=18) are whole and stay exact
+
+
+def within_last_digit(printed: str, documented: str) -> bool:
+    """The two lines say the same, but a decimal score may differ by one unit of its last
+    printed place: another CPU's kernels sum in another order, and a score near a rounding
+    boundary (ID-align 0.8065) prints 0.806 on one, 0.807 on another."""
+    if NUMBER.sub("#", printed) != NUMBER.sub("#", documented):
+        return False
+    pairs = zip(NUMBER.finditer(printed), NUMBER.finditer(documented))
+    return all(len(a[1]) == len(b[1]) and abs(float(a[0]) - float(b[0])) <= 1.5 * 10 ** -len(a[1]) for a, b in pairs)
+
+
 def test_readme_quick_start_output_is_what_the_code_prints(tmp_path):
-    assert comparable(quick_start(tmp_path / "out")) == comparable(readme_block()), \
-        "the README's quick-start output is stale: run `python tests/test_readme.py --write`"
+    printed, documented = comparable(quick_start(tmp_path / "out")), comparable(readme_block())
+    assert len(printed) == len(documented) and all(map(within_last_digit, printed, documented)), (
+        "the README's quick-start output is stale: run `python tests/test_readme.py --write`",
+        [(a, b) for a, b in zip(printed, documented) if a != b])
+
+
+def test_only_the_last_printed_digit_of_a_score_may_differ():
+    row = "1_Fison 44.444 (n=18) 94.079 (n=240) 0.807 (n=60) ~ ~ 0.832"
+    assert within_last_digit(row.replace("0.807", "0.806"), row)
+    assert not within_last_digit(row.replace("0.807", "0.805"), row)  # two units: a real change
+    assert not within_last_digit(row.replace("(n=18)", "(n=19)"), row)  # a count never moves
+    assert not within_last_digit(row.replace("44.444", "44.44"), row)
+    assert not within_last_digit(row.replace("1_Fison", "2_Dror"), row)
 
 
 def test_readme_plugin_example_plugs_in_and_keeps_the_demo_models_utility(tmp_path, capsys):
