@@ -84,11 +84,11 @@ def ranking(config: RunConfig, out: Path, say: Callable[[str], None]) -> list[tu
             return "no list of [target, known probes]"
         return None
 
-    scanned = []
+    scanned: list[bool] = []  # set when the ranking was computed, not read back
 
     def compute() -> dict:
         _, found = scan(config, say)
-        scanned.append(path)
+        scanned.append(True)
         return {"made_from": made_from, "data_revision": plan.data_revision(), "versions": plan.versions(),
                 "ranked": [[k.target, k.total] for k in found]}
 
