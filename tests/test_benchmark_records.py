@@ -52,6 +52,18 @@ def test_a_methods_own_control_is_what_the_docs_cite(method):
         assert cited in (ROOT / page).read_text(encoding="utf-8"), page
 
 
+def test_fullgrads_random_step_takes_almost_nothing():
+    """The negative control that knows no one's request: FullGrad's step in a random direction of
+    its norm forgets 2 of the 81 known probes and leaves identity alignment at 1.000, as the docs say."""
+    records, _ = tabulable(Store(SMOLLM2).records())
+    random = [r for r in records if r["method"] == "fullgrad" and r["config"]["control"] == "random_step"]
+    assert len({r["target"] for r in random}) == len(random) == 10
+    assert sum(r["forgotten_forget_probes"] for r in random) == 2
+    assert sum(r["known_forget_probes"] for r in random) == 81
+    assert min(r["identity_alignment"] for r in random) > 0.9995
+    assert "| 2/81 | 3.3 [0.0, 10.0] | 99.7 |" in (ROOT / "docs/real_lm.md").read_text(encoding="utf-8")
+
+
 def test_the_committed_scan_ranks_the_stores_targets_first():
     """The ranking a resumed run reads back instead of scanning (benchmarks/real_lm.py keeps it
     beside the stores) names the table's ten targets first, with the known probes their
