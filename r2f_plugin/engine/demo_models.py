@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..atomic import atomic_dir, atomic_write_text
+from ..hardware import cpu
 
 HERE = Path(__file__).resolve().parents[1] / "demo_models"
 MANIFEST = HERE / "manifest.json"
@@ -78,17 +79,8 @@ def machine() -> dict[str, str]:
     import torch
     import transformers
 
-    cpu, flags = platform.processor() or platform.machine(), set()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name") and cpu in ("", platform.machine(), platform.processor()):
-                cpu = line.split(":", 1)[1].strip()
-            if line.startswith("flags"):
-                flags = set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    vector = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_tile") if f in flags]
-    return {"cpu": cpu, "vector_extensions": " ".join(vector) or "unknown", "python": platform.python_version(),
+    name, vector = cpu()
+    return {"cpu": name, "vector_extensions": vector, "python": platform.python_version(),
             "torch": torch.__version__, "transformers": transformers.__version__}
 
 

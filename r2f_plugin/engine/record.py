@@ -12,6 +12,7 @@ import torch
 
 from ..cost import TARGET_PHASES, Cost
 from ..data import Benchmark, ForgetRequest, Target
+from ..hardware import machine
 from ..jsontext import json_safe
 from ..metric import CORE, METRICS
 from ..task import ACC, ANSWERED, HELD_OUT, LOCALITY, NAME_CONTROL, SCORE, SEEN
@@ -59,10 +60,11 @@ def run_facts(config: RunConfig, bench: Benchmark, params: dict[str, Any], versi
 
 
 def provenance(facts: dict[str, Any], built: Built, request: ForgetRequest, phases_once: dict[str, float], wall: float,
-               spent: dict[str, float], on_cpu: bool) -> dict[str, Any]:
+               spent: dict[str, float], device: torch.device) -> dict[str, Any]:
     """What every record states besides its scores: the run's ``facts`` (:func:`run_facts`),
-    the request's views, the models, and the wall seconds of the target's phases that ran
-    (``phases``) and the run's one-time costs (``phases_once``)."""
+    the request's views, the models, the wall seconds of the target's phases that ran
+    (``phases``) and the run's one-time costs (``phases_once``), and what they ran on
+    (``machine``: the processor or accelerator of ``device``; CPU threads)."""
     return {"request_source": facts["request_source"],
             "views": [[p.question for p in view] for view in request.views],
             "request_of": request.target,  # under --control other_request, another target's
@@ -73,7 +75,7 @@ def provenance(facts: dict[str, Any], built: Built, request: ForgetRequest, phas
             "setup_seconds": phases_once["setup"], "wall_seconds": wall,
             "phases": {p: spent[p] for p in TARGET_PHASES if p in spent},
             "phases_once": dict(phases_once), "host": platform.node(),
-            "threads": torch.get_num_threads() if on_cpu else None}
+            "machine": machine(device), "threads": torch.get_num_threads() if device.type == "cpu" else None}
 
 
 class Recorder:

@@ -187,7 +187,7 @@ class Run:
 
     def _stated(self, request: ForgetRequest, t0: float, spent: dict[str, float]) -> dict[str, Any]:
         """The record's provenance, its wall seconds counted from ``t0``."""
-        return provenance(self._facts, self._built, request, self._once, time.time() - t0, spent, self.device.type == "cpu")
+        return provenance(self._facts, self._built, request, self._once, time.time() - t0, spent, self.device)
 
     def _unlearn(self, target: Target, request: ForgetRequest,
                  spent: dict[str, float]) -> tuple[Edit, Cost, dict | None]:

@@ -13,7 +13,7 @@ from ..jsontext import canonical_json
 from ..metric import METRICS
 from .cells import row_name, setting, setting_label, task_order, varying
 from .stats import Record, Stat, group_stats
-from .tables import UNDEFINED, Column, Provenance, Table, cell_stats, direction, method_rows, metric_table
+from .tables import NOT_RECORDED, UNDEFINED, Column, Provenance, Table, cell_stats, direction, method_rows, metric_table
 
 PHASES_TABLE = "phases"
 
@@ -40,10 +40,25 @@ PHASES_NOTE = ("Mean wall seconds of each phase of one target's run: untouched (
                "in each of its records and not in the sum. n/a here: the records predate phase timing (or the restore phase).")
 
 
+def machines_note(records: Sequence[Record]) -> str:
+    """Where ``records`` were timed on more than one machine, a sentence saying which rows ran
+    where (a time compared across machines compares the machines too); else nothing."""
+    _, label = method_rows(records)
+    rows: dict[str, set[str]] = defaultdict(set)
+    for r in records:
+        rows[str(r.get("machine") or NOT_RECORDED)].add(label(r))
+    if len(rows) < 2:
+        return ""
+    where = "; ".join(f"{m}: {', '.join(sorted(labs))}" for m, labs in sorted(rows.items()))
+    return (f" These times come from {len(rows)} machines ({where}): compare times and ratios only between rows of "
+            f"one machine.")
+
+
 def cost_table(records: Sequence[Record], reference: str | None = None) -> Table:
     """Per-deletion time and peak memory per dataset, with ratios to the ``reference`` method
-    when it was run."""
-    table = metric_table(records, ("seconds", "peak_mem_mb"), "cost", "Per-deletion time and memory")
+    when it was run, and which rows ran where when they ran on several machines."""
+    table = metric_table(records, ("seconds", "peak_mem_mb"), "cost", "Per-deletion time and memory",
+                         machines_note(records).strip())
     if reference is None:
         return table
     ref = next((i for i, (lab, _) in enumerate(table.rows) if lab == reference), None)
@@ -100,8 +115,8 @@ def phases_table(records: Sequence[Record]) -> Table:
         return cell(lab, task, key)
 
     rows = [(lab, [value(lab, t, key) for t in tasks for key, _, _ in PHASE_COLUMNS]) for lab in labels]
-    return Table(PHASES_TABLE, "Where the time goes: seconds per phase of a target's run", PHASES_NOTE, columns,
-                 rows, Provenance.of(records))
+    return Table(PHASES_TABLE, "Where the time goes: seconds per phase of a target's run",
+                 PHASES_NOTE + machines_note(records), columns, rows, Provenance.of(records))
 
 
 def transfer_tables(records: Sequence[Record]) -> list[Table]:

@@ -24,7 +24,7 @@ Each states the models, data revisions and plugin versions its records came from
 from __future__ import annotations
 
 import math
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Callable, Hashable, Iterable, Sequence
 
@@ -74,6 +74,9 @@ def taught_strings(record: Record) -> bool:
     return bool((record.get("knowledge") or {}).get("taught_strings"))
 
 
+NOT_RECORDED = "not recorded"  # the machine of a record older than the field
+
+
 @dataclass
 class Provenance:
     models: list[str] = field(default_factory=list)
@@ -81,6 +84,7 @@ class Provenance:
     revisions: dict[str, list[str]] = field(default_factory=dict)  # task -> data revisions
     versions: dict[str, list[str]] = field(default_factory=dict)  # name -> versions seen
     taught_strings: bool = False  # an embedded model was taught the scored probes themselves
+    machines: dict[str, int] = field(default_factory=dict)  # what records ran on -> how many (NOT_RECORDED: older ones)
 
     @classmethod
     def of(cls, records: Iterable[Record]) -> "Provenance":
@@ -88,6 +92,7 @@ class Provenance:
         models, proxies = set(), set()
         revisions: dict[str, set[str]] = defaultdict(set)
         versions: dict[str, set[str]] = defaultdict(set)
+        machines = Counter(str(r.get("machine") or NOT_RECORDED) for r in records)
         for r in records:
             named = r.get("models") or {}
             models.add(str(named.get("target", setting(r)["target"])))
@@ -97,14 +102,17 @@ class Provenance:
             for k, v in (r.get("versions") or {}).items():
                 versions[str(k)].add(str(v))
         return cls(sorted(models), sorted(proxies), {t: sorted(revisions[t]) for t in task_order(revisions)},
-                   {k: sorted(v) for k, v in sorted(versions.items())}, any(map(taught_strings, records)))
+                   {k: sorted(v) for k, v in sorted(versions.items())}, any(map(taught_strings, records)),
+                   dict(sorted(machines.items())))
 
     def lines(self) -> list[str]:
         proxies = f"; proxy {', '.join(self.proxies)}" if self.proxies else ""
         recall = [TAUGHT_STRINGS_NOTE] if self.taught_strings else []
+        ran_on = (["Machines: " + "; ".join(f"{m} ({n} records)" for m, n in self.machines.items())]
+                  if set(self.machines) - {NOT_RECORDED} else [])
         return recall + [f"Models: target {', '.join(self.models)}{proxies}",
                 "Data revision: " + "; ".join(f"{t} {', '.join(v)}" for t, v in self.revisions.items()),
-                "Versions: " + "; ".join(f"{k} {', '.join(v)}" for k, v in self.versions.items())]
+                "Versions: " + "; ".join(f"{k} {', '.join(v)}" for k, v in self.versions.items())] + ran_on
 
 
 @dataclass

@@ -8,11 +8,13 @@ import dataclasses
 from types import SimpleNamespace
 
 import pytest
+import torch
 
 from r2f_bench.cost import Cost
 from r2f_bench.data import ForgetRequest, Probe, Target
 from r2f_bench.engine.metrics import MIN_UTILITY
 from r2f_bench.engine.record import Measured, Recorder, provenance, run_facts
+from r2f_bench.hardware import cpu
 
 ROLES = {"held_out": ["forget_a", "forget_b"], "seen": ["seen"], "locality": ["neighbour"], "name_control": ["named"]}
 
@@ -145,9 +147,10 @@ def test_provenance_states_the_phases_that_ran_in_order_and_the_runs_one_time_co
     built = SimpleNamespace(label="model", proxy=None, knowledge={"embedded": True}, chat_template=False)
     facts = run_facts(plan.config, plan.scope.bench, {"step": 0.1}, {"r2f-bench": "0"})
     stated = provenance(facts, built, REQUEST, {"load": 3.0, "setup": 1.5}, 9.0,
-                        {"attacks": 2.0, "untouched": 1.0, "restore": 0.5}, on_cpu=False)
+                        {"attacks": 2.0, "untouched": 1.0, "restore": 0.5}, torch.device("meta"))
     assert list(stated["phases"]) == ["untouched", "attacks", "restore"]
     assert stated["phases_once"] == {"load": 3.0, "setup": 1.5} and stated["setup_seconds"] == 1.5
     assert stated["models"] == {"target": "model", "proxy": None} and stated["threads"] is None
+    assert stated["machine"] == f"{cpu()[0]} ({cpu()[1]})"  # what the phases' seconds were measured on
     assert stated["views"] == [["Q?"]] and stated["wall_seconds"] == 9.0 and stated["data_revision"] == "r1"
     assert [stated[k] for k in ("params", "versions", "config")] == [{"step": 0.1}, {"r2f-bench": "0"}, {"method": "m"}]

@@ -243,3 +243,20 @@ def test_phases_json_carries_the_numbers_under_their_own_key(tmp_path, capsys):
     assert rows["r2f"]["rwku.phases_once.load"]["mean"] == 30.0
     assert rows["ga"]["rwku.phases_sum"] == {"mean": None, "lo": None, "hi": None, "n": 0, "targets": None,
                                              "seeds": None}
+
+
+def test_time_tables_say_which_rows_ran_on_which_machine_when_they_mix_machines():
+    """A time measured on one CPU is no ratio to one measured on another: the cost and phases
+    tables name each machine's rows when the records come from several; from one, nothing."""
+    def rec(method, target, machine):
+        return {**record(method, "rwku", 0, target, 50.0, 95.0, 0.0, 0.9, 1.0), "machine": machine}
+
+    one = [rec("fullgrad", t, "Xeon (avx2)") for t in ("a", "b")] + [rec("r2f", t, "Xeon (avx2)") for t in ("a", "b")]
+    mixed = one[:3] + [rec("r2f", "b", "EPYC (avx2)"), {**rec("ga", "a", None), "machine": None}]
+    for records, said in ((one, False), (mixed, True)):
+        tables = {t.name: t for t in build_tables(records, reference="fullgrad", phases=True)}
+        for name in ("cost", "phases"):
+            note = tables[name].note
+            assert ("from 3 machines (EPYC (avx2): r2f; Xeon (avx2): fullgrad, r2f; not recorded: ga)" in note) == said
+            assert ("from " in note and "machines" in note) == said, note
+    assert "Machines: EPYC (avx2) (1 records); Xeon (avx2) (3 records); not recorded (1 records)" in to_markdown(tables["cost"])
