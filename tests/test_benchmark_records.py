@@ -18,7 +18,8 @@ SMOLLM2 = ROOT / "benchmarks/records/smollm2-rwku10/table"
 # method: (known probes forgotten by its own request, by its other-request control; the paired
 # USR difference as docs/real_lm.md and the README cite it)
 CITED = {"grad_ascent": (74, 51, "+25.2 [9.7, 44.6]"), "r2f": (31, 25, "+9.0 [−3.6, 25.6]"),
-         "fullgrad": (30, 24, "+4.9 [−9.4, 18.4]"), "npo": (45, 23, "+29.4 [14.8, 44.0]")}
+         "fullgrad": (30, 24, "+4.9 [−9.4, 18.4]"), "npo": (45, 23, "+29.4 [14.8, 44.0]"),
+         "lora_multi": (18, 19, "−0.7 [−7.6, 5.9]")}
 
 
 def as_cited(stat: Stat) -> str:

@@ -50,8 +50,7 @@ def machines_note(records: Sequence[Record]) -> str:
     if len(rows) < 2:
         return ""
     where = "; ".join(f"{m}: {', '.join(sorted(labs))}" for m, labs in sorted(rows.items()))
-    return (f" These times come from {len(rows)} machines ({where}): compare times and ratios only between rows of "
-            f"one machine.")
+    return f" These times come from more than one machine ({where}): compare times and ratios only within one."
 
 
 def cost_table(records: Sequence[Record], reference: str | None = None) -> Table:

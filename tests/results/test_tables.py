@@ -257,6 +257,6 @@ def test_time_tables_say_which_rows_ran_on_which_machine_when_they_mix_machines(
         tables = {t.name: t for t in build_tables(records, reference="fullgrad", phases=True)}
         for name in ("cost", "phases"):
             note = tables[name].note
-            assert ("from 3 machines (EPYC (avx2): r2f; Xeon (avx2): fullgrad, r2f; not recorded: ga)" in note) == said
-            assert ("from " in note and "machines" in note) == said, note
+            assert ("more than one machine (EPYC (avx2): r2f; Xeon (avx2): fullgrad, r2f; not recorded: ga)" in note) == said
+            assert ("machine" in note) == said, note
     assert "Machines: EPYC (avx2) (1 records); Xeon (avx2) (3 records); not recorded (1 records)" in to_markdown(tables["cost"])
