@@ -4,6 +4,7 @@ accelerator. Times and teaching both depend on it, so records and taught models 
 from __future__ import annotations
 
 import platform
+from functools import cache
 from pathlib import Path
 
 import torch
@@ -11,9 +12,10 @@ import torch
 VECTOR_EXTENSIONS = ("avx2", "avx512f", "avx512_bf16", "amx_tile")  # those that change CPU kernels' speed or rounding
 
 
+@cache
 def cpu() -> tuple[str, str]:
     """The processor's model name and its vector extensions of :data:`VECTOR_EXTENSIONS`
-    (``unknown`` where the system does not say)."""
+    (``unknown`` where the system does not say); read once per process."""
     name, flags = platform.processor() or platform.machine(), set()
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():

@@ -108,7 +108,7 @@ class Provenance:
     def lines(self) -> list[str]:
         proxies = f"; proxy {', '.join(self.proxies)}" if self.proxies else ""
         recall = [TAUGHT_STRINGS_NOTE] if self.taught_strings else []
-        ran_on = (["Machines: " + "; ".join(f"{m} ({n} records)" for m, n in self.machines.items())]
+        ran_on = (["Machines: " + "; ".join(f"{m} (n={n})" for m, n in self.machines.items())]
                   if set(self.machines) - {NOT_RECORDED} else [])
         return recall + [f"Models: target {', '.join(self.models)}{proxies}",
                 "Data revision: " + "; ".join(f"{t} {', '.join(v)}" for t, v in self.revisions.items()),

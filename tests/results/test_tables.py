@@ -259,4 +259,4 @@ def test_time_tables_say_which_rows_ran_on_which_machine_when_they_mix_machines(
             note = tables[name].note
             assert ("more than one machine (EPYC (avx2): r2f; Xeon (avx2): fullgrad, r2f; not recorded: ga)" in note) == said
             assert ("machine" in note) == said, note
-    assert "Machines: EPYC (avx2) (1 records); Xeon (avx2) (3 records); not recorded (1 records)" in to_markdown(tables["cost"])
+    assert "Machines: EPYC (avx2) (n=1); Xeon (avx2) (n=3); not recorded (n=1)" in to_markdown(tables["cost"])
