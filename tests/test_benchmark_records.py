@@ -79,3 +79,30 @@ def test_the_committed_scan_ranks_the_stores_targets_first():
     assert {(r["target"], r["known_forget_probes"]) for r in table} == {tuple(r) for r in ranked[:10]}
     calibration, _ = tabulable(Store(SMOLLM2.parent / "calibrate").records())
     assert {r["target"] for r in calibration} == {ranked[10][0]}
+
+
+CALIBRATE3 = ROOT / "benchmarks/records/smollm2-rwku10-calibrate3"
+# (method, setting): mean GUR over the three calibration targets, as docs/real_lm.md's table cites it
+CITED_CALIBRATION = {("fullgrad", "0.0002"): 89.9, ("fullgrad", "0.0001"): 98.8, ("r2f", "0.0002"): 88.3,
+                     ("r2f", "0.0001"): 99.6, ("lora_multi", "0.0002"): 99.7, ("lora_multi", "0.0004"): 97.6,
+                     ("lora_multi", "0.0008"): 95.3, ("lora_multi", "0.0016"): 87.8, ("rmu", "5e-05"): 99.8,
+                     ("rmu", "0.00015"): 103.6, ("rmu", "0.0005"): 36.5}
+
+
+def test_the_three_target_calibration_is_what_the_docs_cite():
+    """The check of the table's one-target calibration: every setting tried on three targets
+    reads the mean GUR the docs cite (each cited there as "→ GUR"), and multi-view LoRA's row at the step they chose, 8e-4,
+    forgets 31 of the 81 known probes."""
+    records, _ = tabulable(Store(CALIBRATE3 / "calibrate").records())
+    by_setting: dict[tuple[str, str], list[float]] = {}
+    for r in records:
+        (value,) = r["config"]["params"].values()
+        by_setting.setdefault((r["method"], value), []).append(r["gur"])
+    assert all(len(gurs) == 3 for gurs in by_setting.values())
+    assert {k: round(sum(v) / 3, 1) for k, v in by_setting.items()} == CITED_CALIBRATION
+    docs = (ROOT / "docs/real_lm.md").read_text(encoding="utf-8")
+    assert all(f"→ {gur}" in docs for gur in CITED_CALIBRATION.values())
+    table, _ = tabulable(Store(CALIBRATE3 / "table").records())
+    assert {(r["method"], r["config"]["params"]["step"]) for r in table} == {("lora_multi", "0.0008")}
+    assert [sum(r[k] for r in table) for k in ("forgotten_forget_probes", "known_forget_probes")] == [31, 81]
+    assert "forgets **31 of the 81**, USR 37.5 [26.2, 53.3]" in docs
