@@ -91,8 +91,8 @@ CITED_CALIBRATION = {("fullgrad", "0.0002"): 89.9, ("fullgrad", "0.0001"): 98.8,
 
 def test_the_three_target_calibration_is_what_the_docs_cite():
     """The check of the table's one-target calibration: every setting tried on three targets
-    reads the mean GUR the docs cite (each cited there as "→ GUR"), and multi-view LoRA's row at the step they chose, 8e-4,
-    forgets 31 of the 81 known probes."""
+    reads the mean GUR the docs cite (each there as "→ GUR"), and multi-view LoRA's row at the
+    step they chose, 8e-4, forgets 31 of the 81 known probes."""
     records, _ = tabulable(Store(CALIBRATE3 / "calibrate").records())
     by_setting: dict[tuple[str, str], list[float]] = {}
     for r in records:
