@@ -34,10 +34,19 @@ def test_every_committed_record_reads_and_counts(store):
     assert records and not skipped, skipped
 
 
-@pytest.mark.parametrize("method", CITED)
-def test_a_methods_own_control_is_what_the_docs_cite(method):
+@pytest.fixture(scope="module")
+def paired_store():
+    """The store's rows and their other-request controls, and the paired table the records README's
+    command prints from them: every method beside its control, one Holm family (built once)."""
     records, _ = tabulable(Store(SMOLLM2).records())
-    rows = [r for r in records if r["method"] == method and r["config"]["control"] in ("none", "other_request")]
+    rows = [r for r in records if r["config"]["control"] in ("none", "other_request")]
+    return rows, next(t for t in build_tables(rows, baseline="control:other_request") if t.name == "paired")
+
+
+@pytest.mark.parametrize("method", CITED)
+def test_a_methods_own_control_is_what_the_docs_cite(method, paired_store):
+    rows, paired = paired_store
+    rows = [r for r in rows if r["method"] == method]
     own = {r["target"]: r for r in rows if r["config"]["control"] == "none"}
     control = {r["target"]: r for r in rows if r["config"]["control"] == "other_request"}
     assert len(own) == 10 and own.keys() == control.keys()
@@ -46,9 +55,6 @@ def test_a_methods_own_control_is_what_the_docs_cite(method):
     pooled = [sum(r["forgotten_forget_probes"] for r in side.values()) for side in (own, control)]
     assert pooled == [own_forgotten, control_forgotten]
 
-    # the paired table the records README's command prints: every method beside its control, one Holm family
-    paired = next(t for t in build_tables([r for r in records if r["config"]["control"] in ("none", "other_request")],
-                                          baseline="control:other_request") if t.name == "paired")
     (label, cells), = [(label, cells) for label, cells in paired.rows if label.startswith(f"{method} − ")]
     assert as_cited(cells[0]) == cited and cells[0].n == 10
     assert ("(≠0: USR)" in label) == (method in NAMED), label
