@@ -63,6 +63,30 @@ def test_a_methods_own_control_is_what_the_docs_cite(method, paired_store):
         assert cited in (ROOT / page).read_text(encoding="utf-8"), page
 
 
+# method: (mean Locality, mean name control) of its own row under the ratio floor, as the docs' tables cite them
+NEIGHBOURS = {"grad_ascent": ("25.0", "28.0"), "r2f": ("202.3", "89.9"), "fullgrad": ("204.2", "168.2"),
+              "npo": ("198.5", "142.6"), "lora_multi": ("105.0", "104.9"), "rmu": ("43.7", "2.1")}
+
+
+@pytest.mark.parametrize("method", NEIGHBOURS)
+def test_a_rows_locality_and_name_control_are_read_under_the_floor_as_cited(method, paired_store):
+    """The records predate the floor on Locality and the name control; read back they take it (Jon
+    Voight's Locality, his and Socrates' name control n/a), and the cells the docs cite are theirs."""
+    rows, _ = paired_store
+    own = [r for r in rows if r["method"] == method and r["config"]["control"] == "none"]
+    control = sum(r["forgotten_forget_probes"] for r in rows
+                  if r["method"] == method and r["config"]["control"] == "other_request")
+    cells = []
+    for field, n in (("locality", 8), ("name_control", 7)):
+        values = [r[field] for r in own if r[field] is not None]
+        assert len(values) == n, field
+        cells.append(f"{sum(values) / n:.1f}")
+    assert tuple(cells) == NEIGHBOURS[method]
+    locality, named = cells
+    assert f"| {locality} | {named} | {control}/81 |" in (ROOT / "docs/real_lm.md").read_text(encoding="utf-8")
+    assert f"| {named} | {control}/81 |" in (ROOT / "README.md").read_text(encoding="utf-8")
+
+
 def test_fullgrads_random_step_takes_almost_nothing():
     """The negative control that knows no one's request: FullGrad's step in a random direction of
     its norm forgets 2 of the 81 known probes and leaves identity alignment at 1.000, as the docs say."""
@@ -98,7 +122,8 @@ CITED_CALIBRATION = {("fullgrad", "0.0002"): 89.9, ("fullgrad", "0.0001"): 98.8,
 def test_the_three_target_calibration_is_what_the_docs_cite():
     """The check of the table's one-target calibration: every setting tried on three targets
     reads the mean GUR the docs cite (each there as "→ GUR"), and multi-view LoRA's row at the
-    step they chose, 8e-4, forgets 31 of the 81 known probes."""
+    step they chose, 8e-4, forgets 31 of the 81 known probes, its other-request control 24:
+    paired, the difference R2F's row shows, named by neither."""
     records, _ = tabulable(Store(CALIBRATE3 / "calibrate").records())
     by_setting: dict[tuple[str, str], list[float]] = {}
     for r in records:
@@ -110,5 +135,10 @@ def test_the_three_target_calibration_is_what_the_docs_cite():
     assert all(f"→ {gur}" in docs for gur in CITED_CALIBRATION.values())
     table, _ = tabulable(Store(CALIBRATE3 / "table").records())
     assert {(r["method"], r["config"]["params"]["step"]) for r in table} == {("lora_multi", "0.0008")}
-    assert [sum(r[k] for r in table) for k in ("forgotten_forget_probes", "known_forget_probes")] == [31, 81]
-    assert "forgets **31 of the 81**, USR 37.5 [26.2, 53.3]" in docs
+    for control, forgotten in (("none", 31), ("other_request", 24)):
+        rows = [r for r in table if r["config"]["control"] == control]
+        assert [sum(r[k] for r in rows) for k in ("forgotten_forget_probes", "known_forget_probes")] == [forgotten, 81]
+    paired = next(t for t in build_tables(table, baseline="control:other_request") if t.name == "paired")
+    (label, cells), = paired.rows
+    assert as_cited(cells[0]) == "+9.1 [−1.5, 22.1]" and "≠0" not in label
+    assert "forgets **31 of the 81**, USR 37.5 [26.2, 53.3]" in docs and "+9.1 [−1.5, 22.1]" in docs

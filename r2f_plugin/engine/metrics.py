@@ -19,12 +19,15 @@ definitions, used for every method and task:
   whose strings the request itself contains (see :mod:`r2f_bench.engine.protocol`);
 * **GUR** (general utility retention, %, higher is better): the unlearned model's
   mean utility score divided by the untouched model's, times 100; undefined (``None``)
-  where the untouched model scores below :data:`MIN_UTILITY` (a ratio to almost
+  where the untouched model scores below :data:`RATIO_FLOOR` (a ratio to almost
   nothing: an untrained model's 2 % becoming 19 % would read as 955 %);
 * **locality** (%, higher is better): the same ratio on the neighbour probes (facts
-  next to the target that must stay);
+  next to the target that must stay), pooled over the neighbour sets the untouched model
+  scores at least :data:`RATIO_FLOOR` on (the others left out, ``None`` if none is left:
+  :func:`floored_sets`);
 * **name control** (``name_control``, %, higher is better): the same ratio on the
-  neighbour probes asked with the target's name before each (:data:`~r2f_bench.task.NAME_CONTROL`):
+  neighbour probes asked with the target's name before each (:data:`~r2f_bench.task.NAME_CONTROL`),
+  under the same floor:
   a method that removes what is known of the target leaves it where Locality is; one that
   suppresses whatever names the target (USR bought by breaking the name) drops it below;
 * **RAP** (relearning attack precision, %, lower is better): after a short
@@ -47,7 +50,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -55,7 +58,7 @@ import torch.nn.functional as F
 from ..data import Probe
 
 ANSWERED_RECALL = 0.5
-MIN_UTILITY = 5.0  # %: the untouched model's utility score below which GUR (a ratio to it) is n/a
+RATIO_FLOOR = 5.0  # %: an untouched score below which a ratio to it (GUR, Locality, name control) is n/a
 ALIGNMENT_TAIL = 1e-3  # the share of a reference distribution's L2 norm its dropped entries may hold
 CELLS = 4096  # identity alignment's grid of probabilities: a float64 in [0, 1] shifted right by 50 bits
 
@@ -137,10 +140,17 @@ def pooled(values: dict[str, float | None], weights: dict[str, int]) -> float | 
 
 def retention(before: float, after: float, floor: float = 0.0) -> float | None:
     """GUR: ``after`` as a % of ``before``; ``None`` where ``before`` is 0 or below ``floor``
-    (a score in %, e.g. :data:`MIN_UTILITY`): too little to take a ratio to."""
+    (a score in %, e.g. :data:`RATIO_FLOOR`): too little to take a ratio to."""
     if before <= 0 or before < floor:
         return None
     return 100.0 * after / before
+
+
+def floored_sets(before: Mapping[str, float], sets: Iterable[str]) -> list[str]:
+    """Those of ``sets`` whose untouched score (``before``, % by set) is at least
+    :data:`RATIO_FLOOR`: the sets Locality and the name control pool (a set the model
+    barely answered untouched would make their ratio one to almost nothing)."""
+    return [s for s in sets if before.get(s, 0.0) >= RATIO_FLOOR]
 
 
 def _batches(tokenizer: Any, prompts: Sequence[str], batch_size: int) -> Iterator[dict[str, torch.Tensor]]:

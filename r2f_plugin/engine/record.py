@@ -17,7 +17,7 @@ from ..jsontext import json_safe
 from ..metric import CORE, METRICS
 from ..task import ACC, ANSWERED, HELD_OUT, LOCALITY, NAME_CONTROL, SCORE, SEEN
 from .build import Built
-from .metrics import MIN_UTILITY, echo_answerable, kept, mean, pooled, recovery, retention, usr
+from .metrics import RATIO_FLOOR, echo_answerable, floored_sets, kept, mean, pooled, recovery, retention, usr
 from .config import RunConfig
 from .scope import Scope
 
@@ -90,12 +90,12 @@ class Recorder:
 
     def gur(self, before: float, after: float) -> float | None:
         """GUR from the untouched and unlearned utility scores (%): n/a (``None``) where the
-        untouched model scores below :data:`~r2f_bench.engine.metrics.MIN_UTILITY`, said once per run."""
-        if before < MIN_UTILITY and not self._low_utility_said:
+        untouched model scores below :data:`~r2f_bench.engine.metrics.RATIO_FLOOR`, said once per run."""
+        if before < RATIO_FLOOR and not self._low_utility_said:
             self._low_utility_said = True
             self.progress(f"warning: the untouched model scores {before:.1f}% on the utility set, below the "
-                               f"{MIN_UTILITY:g}% floor: GUR, a ratio to it, is n/a in this run's records")
-        return retention(before, after, MIN_UTILITY)
+                               f"{RATIO_FLOOR:g}% floor: GUR, a ratio to it, is n/a in this run's records")
+        return retention(before, after, RATIO_FLOOR)
 
     def headline(self, target: Target, before: Scores, after: Scores) -> tuple[float | None, float | None]:
         """(USR, GUR) of one deletion from the per-probe scores before and after (GUR ``None``
@@ -141,11 +141,14 @@ class Recorder:
                           "control": pooled(rate(kept, held_out, m.controls[spec]), known),
                           "forgotten": sum(forgotten.values()), "seconds": seconds}
                    for spec, (scores, seconds) in m.attacked.items()}
-        rows = lambda scores, role: [p for s in roles[role] for p in scores.get(s, [])]
-        locality, locality_after = rows(b_scores, LOCALITY), rows(m.after, LOCALITY)
-        named, named_after = rows(b_scores, NAME_CONTROL), rows(m.after, NAME_CONTROL)
         set_before = {s: score(rows) for s, rows in b_scores.items()}
         set_after = {s: score(rows) for s, rows in m.after.items()}
+        rows = lambda scores, sets: [p for s in sets for p in scores.get(s, [])]
+
+        def ratio(role: str) -> float | None:
+            """The role's score after as a % of before, over its sets above the floor."""
+            live = floored_sets(set_before, roles[role])
+            return retention(score(rows(b_scores, live)), score(rows(m.after, live))) if live else None
         record = {
             "method": config.method, "task": config.task, "target": target.id, "seed": config.seed,
             "status": "ok",
@@ -153,8 +156,9 @@ class Recorder:
             "usr_seen": pooled(rate(usr, roles[SEEN], m.after), known),
             "usr_by_level": by_level,
             "gur": self.gur(set_before[util], set_after[util]),
-            "locality": retention(score(locality), score(locality_after)) if locality else None,
-            "name_control": retention(score(named), score(named_after)) if named else None,
+            "locality": ratio(LOCALITY),
+            "name_control": ratio(NAME_CONTROL),
+            "ratio_floor": RATIO_FLOOR,
             **{field: attacks.get(RAP, {}).get(key) for field, key in (("rap", "recovered"), ("rap_control", "control"))},
             "attacks": attacks,
             "identity_alignment": m.alignment,
@@ -164,7 +168,8 @@ class Recorder:
             "forget_probes": sum(len(b_scores.get(s, [])) for s in held_out),
             "echo_forget_probes": sum(echo_answerable(p) for s in held_out for p in target.probes[s]),
             "n": {"utility": len(scope.bench.utility), "identity_prompts": len(scope.bench.general_prompts),
-                  "locality": len(locality), "name_control": len(named), "request": len(request.facts),
+                  **{role: len(rows(b_scores, roles[role])) for role in (LOCALITY, NAME_CONTROL)},
+                  "request": len(request.facts),
                   "retain": len(request.retain)},
             "roles": roles,
             "official": {"before": {**task.official_scores(set_before), **m.before["extra"]},

@@ -37,6 +37,7 @@ from typing import Any, Iterator, Mapping
 
 from ..atomic import atomic_write_text, check_writable
 from ..engine.config import TEACH_EPOCHS, TEACH_LR
+from ..engine.metrics import floored_sets, retention
 from ..errors import UserError
 from ..jsontext import canonical_json, json_safe
 
@@ -51,6 +52,8 @@ LATER_DEFAULTS = {"dtype": "float32", "target_modules": None, "chat_template": "
                   "teach_epochs": TEACH_EPOCHS, "teach_lr": TEACH_LR, "control": "none"}
 # record fields renamed since stores existed: the old field's path -> its new name (beside it)
 RENAMED = {("mia",): "identity_alignment", ("n", "mia_prompts"): "identity_prompts", ("phases", "rap"): "attacks"}
+# ratios that records made before ``ratio_floor`` took over every set, whatever its untouched score
+FLOORED = ("locality", "name_control")
 
 
 def job_key(config: Mapping[str, Any], target: str, data_revision: str,
@@ -70,15 +73,36 @@ def job_key(config: Mapping[str, Any], target: str, data_revision: str,
 
 
 def upgraded(record: dict[str, Any]) -> dict[str, Any]:
-    """``record`` with every field of :data:`RENAMED` under its new name (in place; a record
-    that carries both keeps the new one). The one place older records are mapped."""
+    """``record`` with every field of :data:`RENAMED` under its new name (a record that
+    carries both keeps the new one), and, if it predates ``ratio_floor``, its Locality and
+    name control re-read under the floor (:func:`floored`). In place; the one place older
+    records are mapped."""
     for (*parents, old), new in RENAMED.items():
         holder: Any = record
         for part in parents:
             holder = holder.get(part) if isinstance(holder, dict) else None
         if isinstance(holder, dict) and old in holder:
             holder.setdefault(new, holder.pop(old))
+    if "ratio_floor" not in record:
+        for field in FLOORED:
+            if record.get(field) is not None:
+                record[field] = floored(record, field)
     return record
+
+
+def floored(record: Mapping[str, Any], role: str) -> float | None:
+    """An older record's ``role`` ratio (Locality or name control, pooled over every set of
+    the role) as the floor reads it (:func:`~r2f_bench.engine.metrics.floored_sets`): as
+    stored where every set clears the floor, that one set's ratio where one does, n/a where
+    none does, or where several do beside one that does not (the record lacks the sets'
+    sizes to pool them)."""
+    sets = (record.get("roles") or {}).get(role) or []
+    scores = record.get("set_scores") or {}
+    before, after = scores.get("before") or {}, scores.get("after") or {}
+    live = floored_sets(before, sets)
+    if len(live) == len(sets):
+        return record[role]
+    return retention(before[live[0]], after.get(live[0], 0.0)) if len(live) == 1 else None
 
 
 def record_key(record: Mapping[str, Any]) -> str:

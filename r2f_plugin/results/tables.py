@@ -28,7 +28,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Callable, Hashable, Iterable, Sequence
 
-from ..engine.metrics import MIN_UTILITY
+from ..engine.metrics import RATIO_FLOOR
 from ..metric import METRICS, legend
 from .cells import row_name, setting, setting_label, task_order, varying
 from .stats import Record, Stat, group_stats, metric_value
@@ -43,8 +43,9 @@ ALIGNMENT_NOTE = ("ID-align is identity alignment (the paper's \"MIA\"), not a m
                   "paper's Table 3 ranks it lower-is-better, so no direction is marked best here")
 NA_NOTE = ("n/a: undefined, nothing to count: RAP where nothing was forgotten (nothing can come back) or no attack ran "
            "(--rap-steps 0), the other "
-           "shares where the untouched model knew none of their probes or the benchmark has none, GUR where the untouched "
-           f"model's utility score is below {MIN_UTILITY:g}% (a ratio to almost nothing)")
+           "shares where the untouched model knew none of their probes or the benchmark has none, GUR, Locality and Name "
+           f"ctrl where the untouched model scores below {RATIO_FLOOR:g}% on their sets (a ratio to almost nothing; "
+           "Locality pools only the neighbour sets at or above it)")
 UNDEFINED = Stat(math.nan, None, None, 0)  # records exist, but none defines the metric (NA_NOTE)
 
 

@@ -12,7 +12,7 @@ import torch
 
 from r2f_bench.cost import Cost
 from r2f_bench.data import ForgetRequest, Probe, Target
-from r2f_bench.engine.metrics import MIN_UTILITY
+from r2f_bench.engine.metrics import RATIO_FLOOR
 from r2f_bench.engine.record import Measured, Recorder, provenance, run_facts
 from r2f_bench.hardware import cpu
 
@@ -138,9 +138,25 @@ def test_a_diverged_record_is_a_failure_never_a_score(plan):
 
 def test_gur_is_na_below_the_utility_floor_said_once(plan, said):
     recorder = recorder_of(plan)
-    assert recorder.gur(2.0, 19.1) is None and recorder.gur(MIN_UTILITY / 2, 0.0) is None
+    assert recorder.gur(2.0, 19.1) is None and recorder.gur(RATIO_FLOOR / 2, 0.0) is None
     assert len(said) == 1 and "2.0% on the utility set" in said[0]
     assert recorder.gur(50.0, 45.0) == 90.0
+
+
+def test_locality_and_the_name_control_leave_out_a_set_the_untouched_model_barely_answered(plan):
+    """A ratio to almost nothing reads as noise (1 % becoming 5 % is 500 %): a neighbour set
+    the untouched model scores below the floor on is left out of Locality, and a name control
+    below it is n/a, however the edit moved them."""
+    roles = {**ROLES, "locality": ["neighbour", "faint"]}
+    plan.scope.roles = lambda target: roles
+    faint = recalls(0.02, 0.04)  # 3 %: below the floor
+    before = {**BEFORE, "faint": faint, "named": recalls(0.04, 0.0, 0.0)}
+    record = recorder_of(plan).record(TARGET, REQUEST, Measured(
+        {"scores": before, "extra": {}}, {**AFTER, "faint": recalls(1.0, 1.0), "named": recalls(1.0, 1.0, 1.0)},
+        {}, 0.9, {}, {}), Cost(seconds=2.0, peak_mem_mb=10.0), {}, {})
+    assert record["locality"] == pytest.approx(50 / 75 * 100)  # the neighbour set alone, as without "faint"
+    assert record["name_control"] is None and record["ratio_floor"] == RATIO_FLOOR
+    assert record["n"]["locality"] == 4 and record["set_scores"]["before"]["faint"] == pytest.approx(3.0)
 
 
 def test_provenance_states_the_phases_that_ran_in_order_and_the_runs_one_time_costs(plan):

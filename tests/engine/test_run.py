@@ -193,15 +193,15 @@ def test_a_world_teaches_its_texts_and_no_scored_probe():
 
 def test_gur_is_na_below_the_utility_floor_with_one_warning(tmp_path):
     """An untrained model's 2% utility becoming 19% is no 955% retention: GUR is n/a, said once."""
-    from r2f_bench.engine.metrics import MIN_UTILITY, retention
+    from r2f_bench.engine.metrics import RATIO_FLOOR, retention
 
     said: list[str] = []
     run = Run(RunConfig(method="fullgrad", task="rwku", data_dir=str(SAMPLE_DIR), limit=1, output=str(tmp_path)),
               progress=said.append)
-    assert run.recorder.gur(2.0, 19.1) is None and run.recorder.gur(MIN_UTILITY / 2, 0.0) is None
+    assert run.recorder.gur(2.0, 19.1) is None and run.recorder.gur(RATIO_FLOOR / 2, 0.0) is None
     assert [m for m in said if "GUR" in m] == ["warning: the untouched model scores 2.0% on the utility set, below "
                                                "the 5% floor: GUR, a ratio to it, is n/a in this run's records"]
-    assert run.recorder.gur(50.0, 45.0) == 90.0 and retention(MIN_UTILITY, 10.0, MIN_UTILITY) == 200.0
+    assert run.recorder.gur(50.0, 45.0) == 90.0 and retention(RATIO_FLOOR, 10.0, RATIO_FLOOR) == 200.0
     assert retention(0.0, 10.0) is None
 
 

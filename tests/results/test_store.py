@@ -61,6 +61,29 @@ def test_a_record_written_before_the_rename_reads_under_the_new_names(tmp_path, 
     assert "| r2f | 0.876 (n=1) |" in capsys.readouterr().out
 
 
+def test_a_record_from_before_the_ratio_floor_reads_its_ratios_under_it(tmp_path):
+    """An older record took Locality and the name control over every set, however little the
+    untouched model scored there: read back, a set below the floor is left out where its set
+    scores allow it, and the ratio is n/a where nothing is left; a newer record is as stored."""
+    store = Store(tmp_path)
+    roles = {"locality": ["fb", "qa"], "name_control": ["named"]}
+
+    def put(target: str, before: dict, after: dict, locality: float, named: float, **more) -> dict:
+        record = {"method": "r2f", "task": "rwku", "target": target, "seed": 0, "config": CONFIG,
+                  "data_revision": "rev", "versions": VERSIONS, "roles": roles, "locality": locality,
+                  "name_control": named, "set_scores": {"before": before, "after": after}, **more}
+        return store.put(record_key(record), record)["key"]
+
+    both = put("t1", {"fb": 20.0, "qa": 10.0, "named": 8.0}, {"fb": 10.0, "qa": 10.0, "named": 4.0}, 70.0, 50.0)
+    one = put("t2", {"fb": 3.4, "qa": 7.9, "named": 1.7}, {"fb": 20.0, "qa": 3.95, "named": 9.0}, 300.0, 529.4)
+    none = put("t3", {"fb": 0.0, "qa": 3.9, "named": 4.9}, {"fb": 5.0, "qa": 3.9, "named": 4.9}, 250.0, 100.0)
+    newer = put("t4", {"fb": 3.4, "qa": 7.9, "named": 1.7}, {"fb": 20.0, "qa": 3.95, "named": 9.0}, 30.0, None,
+                ratio_floor=5.0)
+    read = {key: store.get(key) for key in (both, one, none, newer)}
+    assert [(read[k]["locality"], read[k]["name_control"]) for k in (both, one, none, newer)] == \
+        [(70.0, 50.0), (pytest.approx(50.0), None), (None, None), (30.0, None)]
+
+
 def test_unreadable_file_is_not_done(tmp_path):
     store = Store(tmp_path)
     key = "ab" * 32
