@@ -143,12 +143,13 @@ class Recorder:
                    for spec, (scores, seconds) in m.attacked.items()}
         set_before = {s: score(rows) for s, rows in b_scores.items()}
         set_after = {s: score(rows) for s, rows in m.after.items()}
-        rows = lambda scores, sets: [p for s in sets for p in scores.get(s, [])]
+        rows = lambda scores, role: [p for s in floored_sets(set_before, roles[role]) for p in scores.get(s, [])]
 
         def ratio(role: str) -> float | None:
-            """The role's score after as a % of before, over its sets above the floor."""
-            live = floored_sets(set_before, roles[role])
-            return retention(score(rows(b_scores, live)), score(rows(m.after, live))) if live else None
+            """The role's score after as a % of before, over its sets at or above the floor."""
+            asked = rows(b_scores, role)
+            return retention(score(asked), score(rows(m.after, role))) if asked else None
+
         record = {
             "method": config.method, "task": config.task, "target": target.id, "seed": config.seed,
             "status": "ok",
@@ -168,7 +169,7 @@ class Recorder:
             "forget_probes": sum(len(b_scores.get(s, [])) for s in held_out),
             "echo_forget_probes": sum(echo_answerable(p) for s in held_out for p in target.probes[s]),
             "n": {"utility": len(scope.bench.utility), "identity_prompts": len(scope.bench.general_prompts),
-                  **{role: len(rows(b_scores, roles[role])) for role in (LOCALITY, NAME_CONTROL)},
+                  **{role: len(rows(b_scores, role)) for role in (LOCALITY, NAME_CONTROL)},  # what the ratio rests on
                   "request": len(request.facts),
                   "retain": len(request.retain)},
             "roles": roles,

@@ -75,8 +75,8 @@ def job_key(config: Mapping[str, Any], target: str, data_revision: str,
 def upgraded(record: dict[str, Any]) -> dict[str, Any]:
     """``record`` with every field of :data:`RENAMED` under its new name (a record that
     carries both keeps the new one), and, if it predates ``ratio_floor``, its Locality and
-    name control re-read under the floor (:func:`floored`). In place; the one place older
-    records are mapped."""
+    name control re-read under the floor (:func:`floored`). In place and idempotent; the one
+    place older records are mapped."""
     for (*parents, old), new in RENAMED.items():
         holder: Any = record
         for part in parents:
@@ -84,25 +84,33 @@ def upgraded(record: dict[str, Any]) -> dict[str, Any]:
         if isinstance(holder, dict) and old in holder:
             holder.setdefault(new, holder.pop(old))
     if "ratio_floor" not in record:
-        for field in FLOORED:
-            if record.get(field) is not None:
-                record[field] = floored(record, field)
+        for role in FLOORED:
+            floored(record, role)
     return record
 
 
-def floored(record: Mapping[str, Any], role: str) -> float | None:
-    """An older record's ``role`` ratio (Locality or name control, pooled over every set of
-    the role) as the floor reads it (:func:`~r2f_bench.engine.metrics.floored_sets`): as
-    stored where every set clears the floor, that one set's ratio where one does, n/a where
-    none does, or where several do beside one that does not (the record lacks the sets'
-    sizes to pool them)."""
-    sets = (record.get("roles") or {}).get(role) or []
-    scores = record.get("set_scores") or {}
-    before, after = scores.get("before") or {}, scores.get("after") or {}
+def floored(record: dict[str, Any], role: str) -> None:
+    """Re-read an older record's ``role`` ratio (Locality or name control, pooled over every
+    set of the role) under the floor (:func:`~r2f_bench.engine.metrics.floored_sets`), in
+    place: as stored where every set clears it, or where the record names no sets or holds
+    no per-set scores of the expected shape (left for the table's checks); that one set's
+    ratio where one does; n/a where none does, or where several do beside one that does not
+    (the record lacks the sets' sizes to pool them). Where a set was left out, the item count
+    (``n``) is unknown and dropped."""
+    roles, scores = record.get("roles"), record.get("set_scores")
+    if record.get(role) is None or not isinstance(roles, dict) or not isinstance(scores, dict):
+        return
+    sets, before, after = roles.get(role), scores.get("before"), scores.get("after")
+    if not (isinstance(sets, list) and isinstance(before, dict) and isinstance(after, dict)
+            and all(isinstance(before.get(s), (int, float)) for s in sets)):
+        return
     live = floored_sets(before, sets)
     if len(live) == len(sets):
-        return record[role]
-    return retention(before[live[0]], after.get(live[0], 0.0)) if len(live) == 1 else None
+        return
+    one = live[0] if len(live) == 1 else None
+    record[role] = retention(before[one], after[one]) if isinstance(after.get(one), (int, float)) else None
+    if isinstance(record.get("n"), dict) and role in record["n"]:
+        record["n"][role] = None
 
 
 def record_key(record: Mapping[str, Any]) -> str:

@@ -3,7 +3,7 @@ import multiprocessing as mp
 
 import pytest
 
-from r2f_bench.results.store import Store, job_key, record_key
+from r2f_bench.results.store import Store, job_key, record_key, upgraded
 
 CONFIG = {"method": "r2f", "task": "rwku", "seed": 0, "params": {"rank": "8", "lr": "1e-4"}, "views": 5,
           "output": "out-a"}
@@ -75,13 +75,32 @@ def test_a_record_from_before_the_ratio_floor_reads_its_ratios_under_it(tmp_path
         return store.put(record_key(record), record)["key"]
 
     both = put("t1", {"fb": 20.0, "qa": 10.0, "named": 8.0}, {"fb": 10.0, "qa": 10.0, "named": 4.0}, 70.0, 50.0)
-    one = put("t2", {"fb": 3.4, "qa": 7.9, "named": 1.7}, {"fb": 20.0, "qa": 3.95, "named": 9.0}, 300.0, 529.4)
+    one = put("t2", {"fb": 3.4, "qa": 7.9, "named": 1.7}, {"fb": 20.0, "qa": 3.95, "named": 9.0}, 300.0, 529.4,
+              n={"locality": 50, "name_control": 21, "utility": 240})
     none = put("t3", {"fb": 0.0, "qa": 3.9, "named": 4.9}, {"fb": 5.0, "qa": 3.9, "named": 4.9}, 250.0, 100.0)
     newer = put("t4", {"fb": 3.4, "qa": 7.9, "named": 1.7}, {"fb": 20.0, "qa": 3.95, "named": 9.0}, 30.0, None,
                 ratio_floor=5.0)
-    read = {key: store.get(key) for key in (both, one, none, newer)}
-    assert [(read[k]["locality"], read[k]["name_control"]) for k in (both, one, none, newer)] == \
-        [(70.0, 50.0), (pytest.approx(50.0), None), (None, None), (30.0, None)]
+    three = {"locality": ["fb", "qa", "mc"], "name_control": ["named"]}
+    unpoolable = put("t5", {"fb": 20.0, "qa": 10.0, "mc": 1.0, "named": 8.0}, {"fb": 10.0, "qa": 10.0, "mc": 1.0,
+                                                                               "named": 4.0}, 70.0, 50.0, roles=three)
+    read = {key: store.get(key) for key in (both, one, none, newer, unpoolable)}
+    assert [(read[k]["locality"], read[k]["name_control"]) for k in (both, one, none, newer, unpoolable)] == \
+        [(70.0, 50.0), (pytest.approx(50.0), None), (None, None), (30.0, None), (None, 50.0)]
+    assert read[one]["n"] == {"locality": None, "name_control": None, "utility": 240}  # a left-out set's size: unknown
+    assert upgraded(json.loads(json.dumps(read[one]))) == read[one]  # read twice, the same
+
+
+@pytest.mark.parametrize("broken", [dict(roles=["fb"]), dict(set_scores=[1, 2]), dict(set_scores={"before": "x"}),
+                                    dict(set_scores={"before": {"fb": "high"}, "after": {}})])
+def test_an_older_record_of_another_shape_reads_as_stored_for_the_tables_checks(tmp_path, broken):
+    """Re-reading under the floor never fails on a record of an unexpected shape: it is left as
+    stored, so the table's own checks skip it with their line instead of a crash."""
+    store = Store(tmp_path)
+    record = {"method": "r2f", "task": "rwku", "target": "t1", "seed": 0, "config": CONFIG, "data_revision": "rev",
+              "versions": VERSIONS, "roles": {"locality": ["fb"]}, "locality": 300.0,
+              "set_scores": {"before": {"fb": 1.0}, "after": {"fb": 3.0}}, **broken}
+    key = store.put(record_key(record), record)["key"]
+    assert store.get(key)["locality"] == 300.0
 
 
 def test_unreadable_file_is_not_done(tmp_path):
