@@ -26,6 +26,12 @@ cut short leaves whole rows):
    and each method minus FullGrad on the same targets (the paired table; a difference is
    named only where a sign-flip test over the targets, Holm-corrected, calls it).
 
+4. **frontier** (``--frontier ENTRIES``, after the table): ``r2f-bench frontier`` on the table's
+   targets (the entries' curves at ``--points`` log-spaced strengths and their shipped defaults,
+   USR at matched GUR, paired against the first entry), into ``<output>/frontier``; a job the
+   table already ran (the same key: the same work) is copied from ``<output>/table`` instead
+   of run again (:func:`seeded`).
+
 R2F needs a proxy for its decoder; ``--proxy`` defaults to the model itself (so the
 decoder maps the model's own LoRA gradients to its full gradient: no smaller model of the
 family is in reach here), which the table states.
@@ -47,9 +53,11 @@ from r2f_bench.engine.evalcache import cached  # noqa: E402
 from r2f_bench.engine.plan import Plan  # noqa: E402
 from r2f_bench.errors import UserError  # noqa: E402
 from r2f_bench.engine.scan import scan  # noqa: E402
-from r2f_bench.results.frontier_run import utility_of  # noqa: E402
+from r2f_bench.results.frontier_run import run_frontier, utility_of  # noqa: E402
+from r2f_bench.results.frontier_settings import Settings, curves_of  # noqa: E402
+from r2f_bench.results.frontier_tables import write_report  # noqa: E402
 from r2f_bench.results.store import Store, job_key  # noqa: E402
-from r2f_bench.results.sweep import Job, comma_list, execute  # noqa: E402
+from r2f_bench.results.sweep import Job, comma_list, execute, stored_keys  # noqa: E402
 from r2f_bench.results.tune import check_min_gur  # noqa: E402
 from r2f_bench.unlearner import continued  # noqa: E402
 
@@ -164,6 +172,32 @@ def calibrate(method: str, targets: list[str], base: dict, args: argparse.Namesp
     return {**fixed, knob: f"{pick:g}"}
 
 
+def seeded(settings: Settings, table: Path) -> int:
+    """Copy into the frontier's store every record of its first round's jobs that the table's
+    store at ``table`` already holds (the same key: the same configuration, target, data and
+    versions); how many. The frontier then finds them done instead of running them again."""
+    jobs = [j for c in curves_of(settings, settings.methods) for j in
+            [*c.shipped(), *(job for strength in c.strengths for job in c.jobs(strength))]]
+    source, store = Store(table), Store(settings.output)
+    copied = 0
+    for key in (k for keys in stored_keys(jobs).values() for k in keys):
+        if not store.done(key) and (record := source.get(key)) is not None:
+            store.put(key, record)
+            copied += 1
+    return copied
+
+
+def frontier(entries: list[str], table_targets: list[str], base: dict, args: argparse.Namespace, say) -> None:
+    """The frontier stage: ``entries``' curves on the table's targets, seeded from its store."""
+    run = {k: v for k, v in base.items() if k != "task"}
+    settings = Settings(entries, base["task"], [0], {**run, "targets": table_targets, "rap_lr": args.rap_lr,
+                                                     "output": str(Path(args.output) / "frontier")},
+                        args.points, args.refine, None, False)
+    say(f"frontier: {seeded(settings, Path(args.output) / 'table')} record(s) read from the table's store")
+    files = write_report(run_frontier(settings, None, say), args.refine, base["task"], Path(settings.output) / "report")
+    print(files["tables.md"])
+
+
 def check_arguments(args: argparse.Namespace, methods: list[str], controls: list[str], base: dict) -> None:
     """One line for any option the run would otherwise refuse, or misread, after the scan."""
     unknown = [m for m in methods if m not in GRIDS]
@@ -180,6 +214,12 @@ def check_arguments(args: argparse.Namespace, methods: list[str], controls: list
         raise UserError(f"--extend: {args.extend} is below 0 (0 keeps each method to its grid).")
     check_min_gur(args.min_gur)
     check_bounds(RunConfig(method=methods[0], rap_lr=args.rap_lr, **base))
+    if args.frontier:  # every entry checked (method, knob, range) before anything runs
+        entries = comma_list(args.frontier)
+        try:
+            curves_of(Settings(entries, base["task"], [0], {}, args.points, args.refine, None, False), entries)
+        except UserError as exc:
+            raise UserError(str(exc).replace("--methods", "--frontier")) from None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -208,7 +248,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--eval-batch-size", type=int, default=32,
                    help="generation batch (default 32; 128 for a large vocabulary such as Gemma's 262k on a CPU)")
-    p.add_argument("--output", default="r2f-real-lm", help="stores: <output>/calibrate, <output>/table")
+    p.add_argument("--frontier", default="",
+                   help="after the table, a frontier of these comma-separated method entries on its targets, e.g. "
+                        "fullgrad@step=1e-4:4e-4,r2f@step=1e-4:4e-4 (r2f-bench frontier's --methods; paired against "
+                        "the first; default: none)")
+    p.add_argument("--points", type=int, default=3, help="the frontier's strengths per entry (default 3)")
+    p.add_argument("--refine", type=int, default=0,
+                   help="the frontier's rounds of strengths added near GUR 95 and 90 (default 0)")
+    p.add_argument("--output", default="r2f-real-lm",
+                   help="stores: <output>/calibrate, <output>/table, <output>/frontier")
     args = p.parse_args(argv)
     methods, controls = comma_list(args.methods), comma_list(args.controls)
     base = {"task": "rwku", "model": args.model, "proxy": args.proxy or args.model, "data_dir": args.data_dir,
@@ -239,7 +287,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"R2F's proxy: {base['proxy']}" + (" (the model itself)" if base["proxy"] == args.model else ""))
     settings = "; ".join(f"{m} {', '.join(f'{k}={v}' for k, v in p.items())}" for m, p in chosen.items())
     print(f"chosen settings (calibrated on {utility_label(args.name_control)} >= {args.min_gur:g}): {settings}")
-    return cli(["table", "--output", out])
+    status = cli(["table", "--output", out])
+    if args.frontier and status == 0:
+        frontier(comma_list(args.frontier), table_targets, base, args, say)
+    return status
 
 
 if __name__ == "__main__":

@@ -68,6 +68,8 @@ def select_targets(ids: list[str], wanted: list[str] | None, limit: int | None, 
     if not wanted:
         return ids[:limit or DEFAULT_TARGETS]
     groups = {"all": ids, **(groups or {})}
+    aliases = list(aliases)
+    wanted = _rejoined(wanted, [*ids, *(alias for alias, _ in aliases)])
     names: dict[str, list[str]] = {}
     for alias, target in aliases:
         names.setdefault(_name_key(alias), [])
@@ -88,7 +90,20 @@ def select_targets(ids: list[str], wanted: list[str] | None, limit: int | None, 
 
 
 def _name_key(name: str) -> str:
-    return " ".join(name.replace("_", " ").lower().split())
+    """A name as matched: case, ``_`` for a space and the spacing around commas ignored."""
+    return " ".join(name.replace("_", " ").replace(",", ", ").lower().split()).replace(" ,", ",")
+
+
+def _rejoined(wanted: list[str], known: list[str]) -> list[str]:
+    """``wanted`` (a comma-separated list, split) with its pieces joined back where together
+    they name a known target that holds a comma itself (RWKU's ``10_Prince_Harry,_Duke_of_Sussex``)."""
+    with_comma = {_name_key(k) for k in known if "," in k}
+    out, i = [], 0
+    while i < len(wanted):
+        j = next((j for j in range(len(wanted), i + 1, -1) if _name_key(",".join(wanted[i:j])) in with_comma), i + 1)
+        out.append(",".join(wanted[i:j]))
+        i = j
+    return out
 
 
 def dev_ids(ids: list[str], chosen: list[str], n_dev: int) -> list[str]:

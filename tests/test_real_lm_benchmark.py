@@ -94,6 +94,7 @@ def test_the_name_control_holds_a_method_that_breaks_the_targets_name_at_the_flo
     (["--min-gur", "0.9"], r"--min-gur is the share of utility kept, in %: .*got 0\.9; for 90 % write --min-gur 90\."),
     (["--rap-lr", "nan"], r"--rap-lr must be a finite number, got nan\."),
     (["--scan", "0"], r"--scan must be at least 1, got 0\."),
+    (["--frontier", "fullgrad@step=1e-3:1e-4"], r"bad range step='1e-3:1e-4' in --frontier entry .*"),
 ])
 def test_bad_options_get_one_line_before_the_scan(real_lm, tmp_path, argv, line):
     """Refused before anything loads (before: after the scan, or after a calibration, or never)."""
@@ -133,3 +134,17 @@ def test_the_script_scans_calibrates_and_tabulates(real_lm, tmp_path, capsys):
     _, rescanned = capsys.readouterr()
     assert "could not be loaded (wrong shape: no list of [target, known probes])" in rescanned
     assert rescanned.count("scan: ") == 3 and table_line in rescanned and "read back" not in rescanned
+
+
+def test_the_frontier_stage_reads_the_tables_runs_back_and_runs_the_rest(real_lm, tmp_path, capsys):
+    """--frontier after the table: the row the table already ran (same key) is copied from its
+    store, not run again; the entry's other strength and its shipped defaults run; the
+    frontier's tables print."""
+    argv = [*ARGV[:ARGV.index("--controls")], "--extend", "1", "--threads", "1", "--output", str(tmp_path)]
+    assert real_lm.main([*argv, "--frontier", "fullgrad@step=4e-4:1.6e-3", "--points", "2"]) == 0
+    out, err = capsys.readouterr()
+    assert "chosen 0.0016" in err and "frontier: 1 record(s) read from the table's store" in err
+    names = lambda store: {p.name for p in (tmp_path / store / "jobs").glob("*.json")}
+    assert len(names("frontier")) == 3 and len(names("table")) == 1 and names("table") <= names("frontier")
+    assert "USR at matched GUR" in out and (tmp_path / "frontier" / "report" / "frontier.png").is_file()
+

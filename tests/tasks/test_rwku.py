@@ -57,6 +57,20 @@ def test_lm_eval_dataset_hook_reads_official_layout():
     assert len(world["test"]) == 20 and world["test"][0]["question"].endswith("?")
 
 
+def test_a_target_whose_id_holds_a_comma_survives_the_comma_separated_list():
+    """RWKU names two people with a comma (10_Prince_Harry,_Duke_of_Sussex): --targets splits at
+    commas, and the pieces that make such a target are joined back, by id or by name."""
+    from r2f_bench.engine.config import names
+    from r2f_bench.tasks.common import select_targets
+
+    ids = ["9_Someone", "10_Prince_Harry,_Duke_of_Sussex", "44_Meghan,_Duchess_of_Sussex"]
+    aliases = [(d.split("_", 1)[i], d) for d in ids for i in (0, -1)]
+    split = names("10_Prince_Harry,_Duke_of_Sussex,9,Meghan, Duchess of Sussex")
+    assert len(split) == 5 and select_targets(ids, split, None, "RWKU", aliases=aliases) == [ids[1], ids[0], ids[2]]
+    with pytest.raises(UserError, match="unknown RWKU target '10_Prince_Harry'"):
+        select_targets(ids, names("10_Prince_Harry,_Duke_of_Cambridge"), None, "RWKU", aliases=aliases)
+
+
 def test_errors_name_the_problem(tmp_path):
     with pytest.raises(UserError, match="does not exist"):
         RWKU().load(tmp_path / "nope", None, None, 1)
