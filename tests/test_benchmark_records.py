@@ -116,14 +116,16 @@ CALIBRATE3 = ROOT / "benchmarks/records/smollm2-rwku10-calibrate3"
 CITED_CALIBRATION = {("fullgrad", "0.0002"): 89.9, ("fullgrad", "0.0001"): 98.8, ("r2f", "0.0002"): 88.3,
                      ("r2f", "0.0001"): 99.6, ("lora_multi", "0.0002"): 99.7, ("lora_multi", "0.0004"): 97.6,
                      ("lora_multi", "0.0008"): 95.3, ("lora_multi", "0.0016"): 87.8, ("rmu", "5e-05"): 99.8,
-                     ("rmu", "0.00015"): 103.6, ("rmu", "0.0005"): 36.5}
+                     ("rmu", "0.00015"): 103.6, ("rmu", "0.0005"): 36.5, ("npo", "1e-05"): 98.6,
+                     ("npo", "3e-05"): 97.9, ("npo", "0.0001"): 95.1, ("npo", "0.000333"): 95.3, ("npo", "0.00111"): 21.5}
 
 
 def test_the_three_target_calibration_is_what_the_docs_cite():
     """The check of the table's one-target calibration: every setting tried on three targets
     reads the mean GUR the docs cite (each there as "→ GUR"), and multi-view LoRA's row at the
     step they chose, 8e-4, forgets 31 of the 81 known probes, its other-request control 24:
-    paired, the difference R2F's row shows, named by neither."""
+    paired, the difference R2F's row shows, named by neither; NPO's row at the learning rate
+    they chose, 3.33e-4, forgets 77 at a mean GUR of 89.2, below the floor."""
     records, _ = tabulable(Store(CALIBRATE3 / "calibrate").records())
     by_setting: dict[tuple[str, str], list[float]] = {}
     for r in records:
@@ -133,8 +135,13 @@ def test_the_three_target_calibration_is_what_the_docs_cite():
     assert {k: round(sum(v) / 3, 1) for k, v in by_setting.items()} == CITED_CALIBRATION
     docs = (ROOT / "docs/real_lm.md").read_text(encoding="utf-8")
     assert all(f"→ {gur}" in docs for gur in CITED_CALIBRATION.values())
-    table, _ = tabulable(Store(CALIBRATE3 / "table").records())
-    assert {(r["method"], r["config"]["params"]["step"]) for r in table} == {("lora_multi", "0.0008")}
+    records, _ = tabulable(Store(CALIBRATE3 / "table").records())
+    assert {(r["method"], *r["config"]["params"].values()) for r in records} == {("lora_multi", "0.0008"),
+                                                                                 ("npo", "0.000333")}
+    npo = [r for r in records if r["method"] == "npo"]
+    assert len(npo) == 10 and sum(r["forgotten_forget_probes"] for r in npo) == 77
+    assert f"{sum(r['gur'] for r in npo) / 10:.1f}" == "89.2" and "forgets **77 of the 81**" in docs
+    table = [r for r in records if r["method"] == "lora_multi"]
     for control, forgotten in (("none", 31), ("other_request", 24)):
         rows = [r for r in table if r["config"]["control"] == control]
         assert [sum(r[k] for r in rows) for k in ("forgotten_forget_probes", "known_forget_probes")] == [forgotten, 81]
