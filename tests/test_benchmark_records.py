@@ -149,3 +149,16 @@ def test_the_three_target_calibration_is_what_the_docs_cite():
     (label, cells), = paired.rows
     assert as_cited(cells[0]) == "+9.1 [−1.5, 22.1]" and "≠0" not in label
     assert "forgets **31 of the 81**, USR 37.5 [26.2, 53.3]" in docs and "+9.1 [−1.5, 22.1]" in docs
+
+
+def test_the_ten_target_frontiers_shipped_defaults_destroy_the_model():
+    """The frontier under way on the table's targets holds only the jobs it ran itself, so far
+    each method's shipped defaults (tuned on the demo model): every target forgotten whole and
+    no utility left, as the docs say, so no one reads them as forgetting."""
+    records, _ = tabulable(Store(ROOT / "benchmarks/records/smollm2-rwku10-frontier/frontier").records())
+    shipped = {m: [r for r in records if r["method"] == m and not r["config"]["params"]]
+               for m in ("fullgrad", "r2f", "lora_multi")}
+    assert all(len(rows) == 10 for rows in shipped.values())
+    assert all(r["usr"] == 100.0 and r["gur"] < 1.5 and r["identity_alignment"] < 0.11
+               for rows in shipped.values() for r in rows)
+    assert "leave USR 100, GUR 0.0 and ID-align 0.000" in (ROOT / "docs/real_lm.md").read_text(encoding="utf-8")
