@@ -47,6 +47,7 @@ from pathlib import Path
 
 os.environ.setdefault("TQDM_DISABLE", "1")
 
+from r2f_bench.atomic import atomic_write_text  # noqa: E402
 from r2f_bench.cli.main import main as cli, script  # noqa: E402
 from r2f_bench.engine.config import CONTROLS, RunConfig, check_bounds  # noqa: E402
 from r2f_bench.engine.evalcache import cached  # noqa: E402
@@ -181,8 +182,9 @@ def seeded(settings: Settings, table: Path) -> int:
     source, store = Store(table), Store(settings.output)
     copied = 0
     for key in (k for keys in stored_keys(jobs).values() for k in keys):
-        if not store.done(key) and (record := source.get(key)) is not None:
-            store.put(key, record)
+        if not store.done(key) and source.done(key):  # the file as written, not as a table re-reads it
+            store.jobs.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(store.path(key), source.path(key).read_text(encoding="utf-8"))
             copied += 1
     return copied
 
