@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from r2f_bench.results.cells import tabulable
+from r2f_bench.results.frontier import KEYS, frontier, paired, paired_p
 from r2f_bench.results.leaderboard import build_tables
-from r2f_bench.results.stats import Stat
+from r2f_bench.results.stats import Stat, holm
 from r2f_bench.results.store import Store
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -162,3 +163,49 @@ def test_the_ten_target_frontiers_shipped_defaults_destroy_the_model():
     assert all(r["usr"] == 100.0 and r["gur"] < 1.5 and r["identity_alignment"] < 0.11
                for rows in shipped.values() for r in rows)
     assert "leave USR 100, GUR 0.0 and ID-align 0.000" in (ROOT / "docs/real_lm.md").read_text(encoding="utf-8")
+
+
+def ten_target_frontiers() -> dict:
+    """Each method's frontier on the ten table targets from the committed records: the table's
+    own rows (read back by the frontier run) and the frontier's jobs, every one at control none."""
+    records = ROOT / "benchmarks/records"
+    stores = [SMOLLM2, records / "smollm2-rwku10-calibrate3/table", records / "smollm2-rwku10-frontier/frontier"]
+    rows = [r for s in stores for r in tabulable(Store(s).records())[0]
+            if r["config"]["control"] == "none" and r["method"] in ("fullgrad", "r2f", "lora_multi")]
+    curves: dict[str, tuple[dict, dict]] = {}
+    for r in rows:
+        by_step, shipped = curves.setdefault(r["method"], ({}, {}))
+        params, unit = r["config"]["params"], (r["target"], int(r["seed"]))
+        (by_step.setdefault(float(params["step"]), {}) if params else shipped)[unit] = (r["usr"], r["gur"])
+    units = sorted(curves["fullgrad"][1])
+    assert len(units) == 10
+    return {m: frontier(m, "step", by_step, units, shipped, {}) for m, (by_step, shipped) in curves.items()}
+
+
+def test_the_ten_target_frontier_is_what_the_docs_cite():
+    """The frontier's summaries, its paired differences against FullGrad, which cells interpolate
+    and which difference Holm names, as docs/real_lm.md and the README cite them."""
+    fs = ten_target_frontiers()
+    assert {m: sorted(s["strength"] for s in f.points[1:]) for m, f in fs.items()} == {
+        "fullgrad": [1e-4, 2e-4, 2.83e-4, 4e-4], "r2f": [1e-4, 1.41e-4, 2e-4, 4e-4], "lora_multi": [4e-4, 8e-4, 1.6e-3]}
+    base = fs["fullgrad"]
+    cited = {"fullgrad": ("65.6 [40.2, 81.6]", "73.6 [60.4, 88.6]", "75.3 [62.5, 87.8]"),
+             "r2f": ("56.7 [44.0, 70.4]", "65.1 [55.0, 76.2]", "74.2 [64.1, 84.2]"),
+             "lora_multi": ("40.3 [22.5, 60.7]", "61.8 [43.1, 72.1]", "56.8 [43.3, 68.5]")}
+    differences = {"r2f": ("−8.9 [−23.3, 11.5]", "−8.5 [−20.3, 0.1]", "−1.1 [−5.6, 2.6]"),
+                   "lora_multi": ("−25.2 [−40.5, −6.0]", "−11.8 [−30.6, 0.5]", "−18.4 [−30.9, −7.3]")}
+    docs = (ROOT / "docs/real_lm.md").read_text(encoding="utf-8")
+    for method, f in fs.items():
+        assert tuple(as_cited(f.summaries[k]).lstrip("+") for k in KEYS) == cited[method]
+        assert all(cell in docs for cell in cited[method])
+    for method, cells in differences.items():
+        assert tuple(as_cited(paired(fs[method], base)[k]) for k in KEYS) == cells
+        assert all(cell in docs for cell in cells)
+    interpolated = {m: [k for k in KEYS if f.interpolates(k)] for m, f in fs.items()}
+    assert interpolated == {"fullgrad": ["usr_at_gur90"], "r2f": ["usr_at_gur95", "usr_at_gur90"], "lora_multi": []}
+    assert fs["lora_multi"].open_at[90.0] and not fs["lora_multi"].open_at[95.0]
+    family = {(m, k): p for m in differences for k, p in paired_p(fs[m], base).items()
+              if not (fs[m].interpolates(k) or base.interpolates(k))}
+    assert [c for c, named in holm(family).items() if named] == [("lora_multi", "usr_at_gur95"), ("lora_multi", "auc")]
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "−25.2 [−40.5, −6.0], named" in readme and "(−8.9 [−23.3, 11.5])" in readme
