@@ -153,9 +153,9 @@ def test_the_three_target_calibration_is_what_the_docs_cite():
 
 
 def test_the_ten_target_frontiers_shipped_defaults_destroy_the_model():
-    """The frontier under way on the table's targets holds only the jobs it ran itself, so far
-    each method's shipped defaults (tuned on the demo model): every target forgotten whole and
-    no utility left, as the docs say, so no one reads them as forgetting."""
+    """The frontier on the table's targets ran each method's shipped defaults (tuned on the demo
+    model): every target forgotten whole and no utility left, as the docs say, so no one reads
+    them as forgetting."""
     records, _ = tabulable(Store(ROOT / "benchmarks/records/smollm2-rwku10-frontier/frontier").records())
     shipped = {m: [r for r in records if r["method"] == m and not r["config"]["params"]]
                for m in ("fullgrad", "r2f", "lora_multi")}
