@@ -118,7 +118,9 @@ CITED_CALIBRATION = {("fullgrad", "0.0002"): 89.9, ("fullgrad", "0.0001"): 98.8,
                      ("r2f", "0.0001"): 99.6, ("lora_multi", "0.0002"): 99.7, ("lora_multi", "0.0004"): 97.6,
                      ("lora_multi", "0.0008"): 95.3, ("lora_multi", "0.0016"): 87.8, ("rmu", "5e-05"): 99.8,
                      ("rmu", "0.00015"): 103.6, ("rmu", "0.0005"): 36.5, ("npo", "1e-05"): 98.6,
-                     ("npo", "3e-05"): 97.9, ("npo", "0.0001"): 95.1, ("npo", "0.000333"): 95.3, ("npo", "0.00111"): 21.5}
+                     ("npo", "3e-05"): 97.9, ("npo", "0.0001"): 95.1, ("npo", "0.000333"): 95.3, ("npo", "0.00111"): 21.5,
+                     ("grad_ascent", "1e-05"): 97.1, ("grad_ascent", "3e-05"): 96.8, ("grad_ascent", "0.0001"): 95.6,
+                     ("grad_ascent", "0.000333"): 89.9}
 
 
 def test_the_three_target_calibration_is_what_the_docs_cite():
@@ -126,7 +128,9 @@ def test_the_three_target_calibration_is_what_the_docs_cite():
     reads the mean GUR the docs cite (each there as "→ GUR"), and multi-view LoRA's row at the
     step they chose, 8e-4, forgets 31 of the 81 known probes, its other-request control 24:
     paired, the difference R2F's row shows, named by neither; NPO's row at the learning rate
-    they chose, 3.33e-4, forgets 77 at a mean GUR of 89.2, below the floor."""
+    they chose, 3.33e-4, forgets 77 at a mean GUR of 89.2, below the floor; gradient ascent's at
+    1e-4 forgets 53 at 95.8, paired with FullGrad's frontier point at step 2e-4 (54 at 94.7) a
+    difference of +0.5 in USR, and its other-request control 20."""
     records, _ = tabulable(Store(CALIBRATE3 / "calibrate").records())
     by_setting: dict[tuple[str, str], list[float]] = {}
     for r in records:
@@ -137,11 +141,24 @@ def test_the_three_target_calibration_is_what_the_docs_cite():
     docs = (ROOT / "docs/real_lm.md").read_text(encoding="utf-8")
     assert all(f"→ {gur}" in docs for gur in CITED_CALIBRATION.values())
     records, _ = tabulable(Store(CALIBRATE3 / "table").records())
-    assert {(r["method"], *r["config"]["params"].values()) for r in records} == {("lora_multi", "0.0008"),
-                                                                                 ("npo", "0.000333")}
+    assert {(r["method"], *r["config"]["params"].values()) for r in records} == {
+        ("lora_multi", "0.0008"), ("npo", "0.000333"), ("grad_ascent", "0.0001")}
     npo = [r for r in records if r["method"] == "npo"]
     assert len(npo) == 10 and sum(r["forgotten_forget_probes"] for r in npo) == 77
     assert f"{sum(r['gur'] for r in npo) / 10:.1f}" == "89.2" and "forgets **77 of the 81**" in docs
+    ascent = [r for r in records if r["method"] == "grad_ascent" and r["config"]["control"] == "none"]
+    assert len(ascent) == 10 and sum(r["forgotten_forget_probes"] for r in ascent) == 53
+    paired = next(t for t in build_tables([r for r in records if r["method"] == "grad_ascent"],
+                                          baseline="control:other_request") if t.name == "paired")
+    (_, cells), = paired.rows
+    assert as_cited(cells[0]) == "+41.2 [23.5, 55.9]" and "forgets **20 of the 81**" in docs
+    assert f"{sum(r['gur'] for r in ascent) / 10:.1f}" == "95.8" and "forgets **53 of the 81**" in docs
+    frontier_jobs, _ = tabulable(Store(ROOT / "benchmarks/records/smollm2-rwku10-frontier/frontier").records())
+    fullgrad = [r for r in frontier_jobs if r["method"] == "fullgrad" and r["config"]["params"] == {"step": "0.0002"}]
+    assert sum(r["forgotten_forget_probes"] for r in fullgrad) == 54
+    paired = next(t for t in build_tables(ascent + fullgrad, reference="fullgrad") if t.name == "paired")
+    (_, cells), = paired.rows
+    assert as_cited(cells[0]) == "+0.5 [−7.3, 9.6]" and "USR **+0.5 [−7.3, 9.6]**" in docs
     table = [r for r in records if r["method"] == "lora_multi"]
     for control, forgotten in (("none", 31), ("other_request", 24)):
         rows = [r for r in table if r["config"]["control"] == control]
@@ -187,13 +204,14 @@ def test_the_ten_target_frontier_is_what_the_docs_cite():
     and which difference Holm names, as docs/real_lm.md and the README cite them."""
     fs = ten_target_frontiers()
     assert {m: sorted(s["strength"] for s in f.points[1:]) for m, f in fs.items()} == {
-        "fullgrad": [1e-4, 2e-4, 2.83e-4, 4e-4], "r2f": [1e-4, 1.41e-4, 2e-4, 2.83e-4, 4e-4], "lora_multi": [4e-4, 8e-4, 1.6e-3]}
+        "fullgrad": [1e-4, 2e-4, 2.38e-4, 2.83e-4, 4e-4], "r2f": [1e-4, 1.41e-4, 1.68e-4, 2e-4, 2.38e-4, 2.83e-4, 4e-4],
+        "lora_multi": [4e-4, 8e-4, 1.6e-3]}
     base = fs["fullgrad"]
-    cited = {"fullgrad": ("65.6 [40.2, 81.6]", "73.6 [60.4, 88.6]", "75.3 [62.5, 87.8]"),
-             "r2f": ("56.7 [44.0, 70.4]", "65.4 [55.4, 76.7]", "74.7 [63.8, 84.9]"),
+    cited = {"fullgrad": ("65.6 [40.2, 82.4]", "74.1 [60.4, 88.8]", "75.3 [62.5, 87.9]"),
+             "r2f": ("59.3 [43.5, 71.8]", "66.3 [55.5, 78.6]", "75.1 [63.6, 86.0]"),
              "lora_multi": ("40.3 [22.5, 60.7]", "61.8 [43.1, 72.1]", "56.8 [43.3, 68.5]")}
-    differences = {"r2f": ("−8.9 [−23.3, 11.5]", "−8.3 [−18.1, 0.1]", "−0.6 [−4.7, 2.3]"),
-                   "lora_multi": ("−25.2 [−40.5, −6.0]", "−11.8 [−30.6, 0.5]", "−18.4 [−30.9, −7.3]")}
+    differences = {"r2f": ("−6.2 [−20.2, 11.7]", "−7.8 [−15.7, 1.0]", "−0.2 [−4.4, 2.7]"),
+                   "lora_multi": ("−25.2 [−43.3, −6.1]", "−12.3 [−31.5, 0.2]", "−18.5 [−30.9, −7.1]")}
     docs = (ROOT / "docs/real_lm.md").read_text(encoding="utf-8")
     for method, f in fs.items():
         assert tuple(as_cited(f.summaries[k]).lstrip("+") for k in KEYS) == cited[method]
@@ -202,10 +220,10 @@ def test_the_ten_target_frontier_is_what_the_docs_cite():
         assert tuple(as_cited(paired(fs[method], base)[k]) for k in KEYS) == cells
         assert all(cell in docs for cell in cells)
     interpolated = {m: [k for k in KEYS if f.interpolates(k)] for m, f in fs.items()}
-    assert interpolated == {"fullgrad": ["usr_at_gur90"], "r2f": ["usr_at_gur95", "usr_at_gur90"], "lora_multi": []}
+    assert interpolated == {"fullgrad": ["usr_at_gur90"], "r2f": ["usr_at_gur90"], "lora_multi": []}
     assert fs["lora_multi"].open_at[90.0] and not fs["lora_multi"].open_at[95.0]
     family = {(m, k): p for m in differences for k, p in paired_p(fs[m], base).items()
               if not (fs[m].interpolates(k) or base.interpolates(k))}
     assert [c for c, named in holm(family).items() if named] == [("lora_multi", "usr_at_gur95"), ("lora_multi", "auc")]
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert "−25.2 [−40.5, −6.0], named" in readme and "(−8.9 [−23.3, 11.5])" in readme
+    assert "−25.2 [−43.3, −6.1], named" in readme and "(−6.2 [−20.2, 11.7])" in readme
