@@ -148,17 +148,17 @@ def test_the_three_target_calibration_is_what_the_docs_cite():
     assert f"{sum(r['gur'] for r in npo) / 10:.1f}" == "89.2" and "forgets **77 of the 81**" in docs
     ascent = [r for r in records if r["method"] == "grad_ascent" and r["config"]["control"] == "none"]
     assert len(ascent) == 10 and sum(r["forgotten_forget_probes"] for r in ascent) == 53
-    paired = next(t for t in build_tables([r for r in records if r["method"] == "grad_ascent"],
-                                          baseline="control:other_request") if t.name == "paired")
-    (_, cells), = paired.rows
-    assert as_cited(cells[0]) == "+41.2 [23.5, 55.9]" and "forgets **20 of the 81**" in docs
     assert f"{sum(r['gur'] for r in ascent) / 10:.1f}" == "95.8" and "forgets **53 of the 81**" in docs
     frontier_jobs, _ = tabulable(Store(ROOT / "benchmarks/records/smollm2-rwku10-frontier/frontier").records())
     fullgrad = [r for r in frontier_jobs if r["method"] == "fullgrad" and r["config"]["params"] == {"step": "0.0002"}]
     assert sum(r["forgotten_forget_probes"] for r in fullgrad) == 54
-    paired = next(t for t in build_tables(ascent + fullgrad, reference="fullgrad") if t.name == "paired")
-    (_, cells), = paired.rows
+    against_fullgrad = next(t for t in build_tables(ascent + fullgrad, reference="fullgrad") if t.name == "paired")
+    (_, cells), = against_fullgrad.rows
     assert as_cited(cells[0]) == "+0.5 [−7.3, 9.6]" and "USR **+0.5 [−7.3, 9.6]**" in docs
+    against_control = next(t for t in build_tables([r for r in records if r["method"] == "grad_ascent"],
+                                                   baseline="control:other_request") if t.name == "paired")
+    (_, cells), = against_control.rows
+    assert as_cited(cells[0]) == "+41.2 [23.5, 55.9]" and "forgets **20 of the 81**" in docs
     table = [r for r in records if r["method"] == "lora_multi"]
     for control, forgotten in (("none", 31), ("other_request", 24)):
         rows = [r for r in table if r["config"]["control"] == control]
