@@ -10,7 +10,7 @@ import pytest
 from r2f_bench.results.cells import tabulable
 from r2f_bench.results.frontier import KEYS, frontier, paired, paired_p
 from r2f_bench.results.leaderboard import build_tables
-from r2f_bench.results.stats import Stat, holm
+from r2f_bench.results.stats import Stat, holm, sign_flip_p, summarize
 from r2f_bench.results.store import Store
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -113,6 +113,7 @@ def test_the_committed_scan_ranks_the_stores_targets_first():
 
 
 CALIBRATE3 = ROOT / "benchmarks/records/smollm2-rwku10-calibrate3"
+FRONTIER = ROOT / "benchmarks/records/smollm2-rwku10-frontier"
 # (method, setting): mean GUR over the three calibration targets, as docs/real_lm.md's table cites it
 CITED_CALIBRATION = {("fullgrad", "0.0002"): 89.9, ("fullgrad", "0.0001"): 98.8, ("r2f", "0.0002"): 88.3,
                      ("r2f", "0.0001"): 99.6, ("lora_multi", "0.0002"): 99.7, ("lora_multi", "0.0004"): 97.6,
@@ -126,11 +127,10 @@ CITED_CALIBRATION = {("fullgrad", "0.0002"): 89.9, ("fullgrad", "0.0001"): 98.8,
 def test_the_three_target_calibration_is_what_the_docs_cite():
     """The check of the table's one-target calibration: every setting tried on three targets
     reads the mean GUR the docs cite (each there as "→ GUR"), and multi-view LoRA's row at the
-    step they chose, 8e-4, forgets 31 of the 81 known probes, its other-request control 24:
-    paired, the difference R2F's row shows, named by neither; NPO's row at the learning rate
+    step they chose, 8e-4, forgets 31 of the 81 known probes; NPO's row at the learning rate
     they chose, 3.33e-4, forgets 77 at a mean GUR of 89.2, below the floor; gradient ascent's at
     1e-4 forgets 53 at 95.8, paired with FullGrad's frontier point at step 2e-4 (54 at 94.7) a
-    difference of +0.5 in USR, and its other-request control 20."""
+    difference of +0.5 in USR (their controls: the next test)."""
     records, _ = tabulable(Store(CALIBRATE3 / "calibrate").records())
     by_setting: dict[tuple[str, str], list[float]] = {}
     for r in records:
@@ -143,37 +143,77 @@ def test_the_three_target_calibration_is_what_the_docs_cite():
     records, _ = tabulable(Store(CALIBRATE3 / "table").records())
     assert {(r["method"], *r["config"]["params"].values()) for r in records} == {
         ("lora_multi", "0.0008"), ("npo", "0.000333"), ("grad_ascent", "0.0001")}
-    npo = [r for r in records if r["method"] == "npo"]
+    npo = [r for r in records if r["method"] == "npo" and r["config"]["control"] == "none"]
     assert len(npo) == 10 and sum(r["forgotten_forget_probes"] for r in npo) == 77
     assert f"{sum(r['gur'] for r in npo) / 10:.1f}" == "89.2" and "forgets **77 of the 81**" in docs
     ascent = [r for r in records if r["method"] == "grad_ascent" and r["config"]["control"] == "none"]
     assert len(ascent) == 10 and sum(r["forgotten_forget_probes"] for r in ascent) == 53
     assert f"{sum(r['gur'] for r in ascent) / 10:.1f}" == "95.8" and "forgets **53 of the 81**" in docs
-    frontier_jobs, _ = tabulable(Store(ROOT / "benchmarks/records/smollm2-rwku10-frontier/frontier").records())
+    frontier_jobs, _ = tabulable(Store(FRONTIER / "frontier").records())
     fullgrad = [r for r in frontier_jobs if r["method"] == "fullgrad" and r["config"]["params"] == {"step": "0.0002"}]
     assert sum(r["forgotten_forget_probes"] for r in fullgrad) == 54
     against_fullgrad = next(t for t in build_tables(ascent + fullgrad, reference="fullgrad") if t.name == "paired")
     (_, cells), = against_fullgrad.rows
     assert as_cited(cells[0]) == "+0.5 [−7.3, 9.6]" and "USR **+0.5 [−7.3, 9.6]**" in docs
-    against_control = next(t for t in build_tables([r for r in records if r["method"] == "grad_ascent"],
-                                                   baseline="control:other_request") if t.name == "paired")
-    (_, cells), = against_control.rows
-    assert as_cited(cells[0]) == "+41.2 [23.5, 55.9]" and "forgets **20 of the 81**" in docs
-    table = [r for r in records if r["method"] == "lora_multi"]
-    for control, forgotten in (("none", 31), ("other_request", 24)):
-        rows = [r for r in table if r["config"]["control"] == control]
-        assert [sum(r[k] for r in rows) for k in ("forgotten_forget_probes", "known_forget_probes")] == [forgotten, 81]
-    paired = next(t for t in build_tables(table, baseline="control:other_request") if t.name == "paired")
-    (label, cells), = paired.rows
-    assert as_cited(cells[0]) == "+9.1 [−1.5, 22.1]" and "≠0" not in label
-    assert "forgets **31 of the 81**, USR 37.5 [26.2, 53.3]" in docs and "+9.1 [−1.5, 22.1]" in docs
+    lora = [r for r in records if r["method"] == "lora_multi" and r["config"]["control"] == "none"]
+    assert [sum(r[k] for r in lora) for k in ("forgotten_forget_probes", "known_forget_probes")] == [31, 81]
+    assert "forgets **31 of the 81**, USR 37.5 [26.2, 53.3]" in docs
+
+
+# (method, setting) with its other-request control on the ten targets: (mean GUR, own forgotten,
+# control forgotten, own − control USR, its exact sign-flip p in 1024ths (2^10 sign assignments);
+# per target, own − control minus FullGrad's at step 2e-4 where the setting is near GUR 95), as
+# docs/real_lm.md's matched-utility table cites them
+SPECIFICITY = {("grad_ascent", "0.0001"): ("95.8", 53, 20, "+41.2 [23.5, 55.9]", 6, "+30.5 [10.2, 47.3]"),
+               ("npo", "0.0001"): ("96.3", 45, 23, "+29.4 [14.8, 44.0]", 8, "+18.7 [2.0, 35.4]"),
+               ("lora_multi", "0.0008"): ("95.6", 31, 24, "+9.1 [−1.5, 22.1]", 224, "−1.6 [−19.6, 18.2]"),
+               ("r2f", "0.000168"): ("95.3", 46, 45, "+5.1 [−13.5, 27.0]", 704, "−5.6 [−21.2, 10.9]"),
+               ("fullgrad", "0.0002"): ("94.7", 54, 44, "+10.8 [−6.4, 26.6]", 260, None),
+               ("npo", "0.000333"): ("89.2", 77, 56, "+22.5 [2.8, 43.2]", 104, None),
+               ("grad_ascent", "0.000333"): ("88.1", 74, 51, "+25.2 [9.7, 44.6]", 16, None)}
+
+
+def test_near_gur_95_what_another_persons_request_takes_is_what_the_docs_cite():
+    """Each method at a setting near GUR 95 (and two near 90) beside its other-request control on
+    the ten targets: what each forgets, own minus control, and, per target, how far its margin over
+    its control exceeds FullGrad's at the matched step 2e-4 (Holm over those comparisons), as the
+    docs' table cites them."""
+    stores = [SMOLLM2, CALIBRATE3 / "table", FRONTIER / "frontier", FRONTIER / "controls"]
+    records = [r for s in stores for r in tabulable(Store(s).records())[0]]
+    margins, docs = {}, (ROOT / "docs/real_lm.md").read_text(encoding="utf-8")
+    for (method, setting), (gur, own, control, cited, p, _) in SPECIFICITY.items():
+        rows = [r for r in records if r["method"] == method and list(r["config"]["params"].values()) == [setting]
+                and r["config"]["control"] in ("none", "other_request")]
+        by = {c: {r["target"]: r for r in rows if r["config"]["control"] == c} for c in ("none", "other_request")}
+        assert len(rows) == 20 and by["none"].keys() == by["other_request"].keys()
+        assert f"{sum(r['gur'] for r in by['none'].values()) / 10:.1f}" == gur
+        assert [sum(r["forgotten_forget_probes"] for r in by[c].values()) for c in by] == [own, control]
+        (_, cells), = next(t for t in build_tables(rows, baseline="control:other_request") if t.name == "paired").rows
+        margin = {t: r["usr"] - by["other_request"][t]["usr"] for t, r in by["none"].items()}
+        assert as_cited(cells[0]) == cited and sign_flip_p(list(margin.values()), list(margin)) == pytest.approx(p / 1024)
+        assert f"| {gur} | {own}/81 | {control}/81 | {cited} | {p / 1024:.3f} |" in docs, (method, setting)
+        assert f"{sum(r['gur'] for r in by['other_request'].values()) / 10:.1f}" == gur  # the same cost
+        margins[method, setting] = margin
+    reference = margins["fullgrad", "0.0002"]
+    targets = sorted(reference)
+    p_values = {}
+    for key, (*_, cited) in SPECIFICITY.items():
+        if cited is None:
+            continue
+        excess = [margins[key][t] - reference[t] for t in targets]
+        assert as_cited(summarize(excess)) == cited and f"| {cited}" in docs, key
+        p_values[key] = sign_flip_p(excess, targets)
+    assert p_values["grad_ascent", "0.0001"] == pytest.approx(22 / 1024)
+    assert not any(holm(p_values).values())  # after the fact, four comparisons: none named
+    assert "FullGrad's there takes 44, and R2F's near that utility 45 of its 46" in (ROOT / "README.md").read_text(
+        encoding="utf-8")
 
 
 def test_the_ten_target_frontiers_shipped_defaults_destroy_the_model():
     """The frontier on the table's targets ran each method's shipped defaults (tuned on the demo
     model): every target forgotten whole and no utility left, as the docs say, so no one reads
     them as forgetting."""
-    records, _ = tabulable(Store(ROOT / "benchmarks/records/smollm2-rwku10-frontier/frontier").records())
+    records, _ = tabulable(Store(FRONTIER / "frontier").records())
     shipped = {m: [r for r in records if r["method"] == m and not r["config"]["params"]]
                for m in ("fullgrad", "r2f", "lora_multi")}
     assert all(len(rows) == 10 for rows in shipped.values())
@@ -185,8 +225,7 @@ def test_the_ten_target_frontiers_shipped_defaults_destroy_the_model():
 def ten_target_frontiers() -> dict:
     """Each method's frontier on the ten table targets from the committed records: the table's
     own rows (read back by the frontier run) and the frontier's jobs, every one at control none."""
-    records = ROOT / "benchmarks/records"
-    stores = [SMOLLM2, records / "smollm2-rwku10-calibrate3/table", records / "smollm2-rwku10-frontier/frontier"]
+    stores = [SMOLLM2, CALIBRATE3 / "table", FRONTIER / "frontier"]
     rows = [r for s in stores for r in tabulable(Store(s).records())[0]
             if r["config"]["control"] == "none" and r["method"] in ("fullgrad", "r2f", "lora_multi")]
     curves: dict[str, tuple[dict, dict]] = {}
@@ -200,18 +239,20 @@ def ten_target_frontiers() -> dict:
 
 
 def test_the_ten_target_frontier_is_what_the_docs_cite():
-    """The frontier's summaries, its paired differences against FullGrad, which cells interpolate
-    and which difference Holm names, as docs/real_lm.md and the README cite them."""
+    """The frontier's summaries, its paired differences against FullGrad, that no cell interpolates
+    after three rounds of refinement, and which difference Holm names, as docs/real_lm.md and the
+    README cite them."""
     fs = ten_target_frontiers()
     assert {m: sorted(s["strength"] for s in f.points[1:]) for m, f in fs.items()} == {
-        "fullgrad": [1e-4, 2e-4, 2.38e-4, 2.83e-4, 4e-4], "r2f": [1e-4, 1.41e-4, 1.68e-4, 2e-4, 2.38e-4, 2.83e-4, 4e-4],
+        "fullgrad": [1e-4, 2e-4, 2.38e-4, 2.6e-4, 2.83e-4, 4e-4],
+        "r2f": [1e-4, 1.41e-4, 1.68e-4, 2e-4, 2.18e-4, 2.38e-4, 2.83e-4, 4e-4],
         "lora_multi": [4e-4, 8e-4, 1.6e-3]}
     base = fs["fullgrad"]
-    cited = {"fullgrad": ("65.6 [40.2, 82.4]", "74.1 [60.4, 88.8]", "75.3 [62.5, 87.9]"),
-             "r2f": ("59.3 [43.5, 71.8]", "66.3 [55.5, 78.6]", "75.1 [63.6, 86.0]"),
+    cited = {"fullgrad": ("65.6 [40.2, 82.9]", "73.8 [60.5, 88.8]", "75.3 [62.5, 87.9]"),
+             "r2f": ("59.3 [43.5, 72.1]", "67.6 [55.6, 79.5]", "75.2 [63.6, 86.2]"),
              "lora_multi": ("40.3 [22.5, 60.7]", "61.8 [43.1, 72.1]", "56.8 [43.3, 68.5]")}
-    differences = {"r2f": ("−6.2 [−20.2, 11.7]", "−7.8 [−15.7, 1.0]", "−0.2 [−4.4, 2.7]"),
-                   "lora_multi": ("−25.2 [−43.3, −6.1]", "−12.3 [−31.5, 0.2]", "−18.5 [−30.9, −7.1]")}
+    differences = {"r2f": ("−6.2 [−19.9, 11.7]", "−6.2 [−15.2, 0.9]", "−0.1 [−4.2, 2.7]"),
+                   "lora_multi": ("−25.2 [−43.3, −6.1]", "−12.0 [−31.4, 0.1]", "−18.5 [−30.9, −7.1]")}
     docs = (ROOT / "docs/real_lm.md").read_text(encoding="utf-8")
     for method, f in fs.items():
         assert tuple(as_cited(f.summaries[k]).lstrip("+") for k in KEYS) == cited[method]
@@ -219,11 +260,12 @@ def test_the_ten_target_frontier_is_what_the_docs_cite():
     for method, cells in differences.items():
         assert tuple(as_cited(paired(fs[method], base)[k]) for k in KEYS) == cells
         assert all(cell in docs for cell in cells)
-    interpolated = {m: [k for k in KEYS if f.interpolates(k)] for m, f in fs.items()}
-    assert interpolated == {"fullgrad": ["usr_at_gur90"], "r2f": ["usr_at_gur90"], "lora_multi": []}
+    assert not any(f.interpolates(k) for f in fs.values() for k in KEYS)  # every cell measured
     assert fs["lora_multi"].open_at[90.0] and not fs["lora_multi"].open_at[95.0]
-    family = {(m, k): p for m in differences for k, p in paired_p(fs[m], base).items()
-              if not (fs[m].interpolates(k) or base.interpolates(k))}
+    family = {(m, k): p for m in differences for k, p in paired_p(fs[m], base).items()}
+    assert len(family) == 6 and "Holm over the six comparisons, every cell now measured" in docs
     assert [c for c, named in holm(family).items() if named] == [("lora_multi", "usr_at_gur95"), ("lora_multi", "auc")]
+    assert (family[("r2f", "usr_at_gur95")], family[("r2f", "usr_at_gur90")]) == pytest.approx((0.63, 0.087))
+    assert "(p = 0.63;" in docs and "(p = 0.087;" in docs
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert "−25.2 [−43.3, −6.1], named" in readme and "(−6.2 [−20.2, 11.7])" in readme
+    assert "−25.2 [−43.3, −6.1], named" in readme and "(−6.2 [−19.9, 11.7]; at GUR ≥ 90, −6.2 [−15.2, 0.9])" in readme
