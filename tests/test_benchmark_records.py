@@ -162,22 +162,23 @@ def test_the_three_target_calibration_is_what_the_docs_cite():
 
 # (method, setting) with its other-request control on the ten targets: (mean GUR, own forgotten,
 # control forgotten, own − control USR, its exact sign-flip p in 1024ths (2^10 sign assignments);
-# per target, own − control minus FullGrad's at step 2e-4 where the setting is near GUR 95), as
-# docs/real_lm.md's matched-utility table cites them
+# per target, own − control minus FullGrad's at the same utility: its step 2e-4 near GUR 95, 2.6e-4
+# near 90), as docs/real_lm.md's matched-utility table cites them
 SPECIFICITY = {("grad_ascent", "0.0001"): ("95.8", 53, 20, "+41.2 [23.5, 55.9]", 6, "+30.5 [10.2, 47.3]"),
                ("npo", "0.0001"): ("96.3", 45, 23, "+29.4 [14.8, 44.0]", 8, "+18.7 [2.0, 35.4]"),
                ("lora_multi", "0.0008"): ("95.6", 31, 24, "+9.1 [−1.5, 22.1]", 224, "−1.6 [−19.6, 18.2]"),
                ("r2f", "0.000168"): ("95.3", 46, 45, "+5.1 [−13.5, 27.0]", 704, "−5.6 [−21.2, 10.9]"),
                ("fullgrad", "0.0002"): ("94.7", 54, 44, "+10.8 [−6.4, 26.6]", 260, None),
-               ("npo", "0.000333"): ("89.2", 77, 56, "+22.5 [2.8, 43.2]", 104, None),
-               ("grad_ascent", "0.000333"): ("88.1", 74, 51, "+25.2 [9.7, 44.6]", 16, None)}
+               ("grad_ascent", "0.000333"): ("88.1", 74, 51, "+25.2 [9.7, 44.6]", 16, "+23.2 [−0.4, 53.2]"),
+               ("npo", "0.000333"): ("89.2", 77, 56, "+22.5 [2.8, 43.2]", 104, "+20.4 [−0.9, 46.3]"),
+               ("fullgrad", "0.00026"): ("90.3", 58, 54, "+2.0 [−13.7, 17.3]", 856, None)}
 
 
 def test_near_gur_95_what_another_persons_request_takes_is_what_the_docs_cite():
-    """Each method at a setting near GUR 95 (and two near 90) beside its other-request control on
+    """Each method at a setting near GUR 95 (and three near 90) beside its other-request control on
     the ten targets: what each forgets, own minus control, and, per target, how far its margin over
-    its control exceeds FullGrad's at the matched step 2e-4 (Holm over those comparisons), as the
-    docs' table cites them."""
+    its control exceeds FullGrad's at its point of the same utility (Holm over those comparisons),
+    as the docs' table cites them."""
     stores = [SMOLLM2, CALIBRATE3 / "table", FRONTIER / "frontier", FRONTIER / "controls"]
     records = [r for s in stores for r in tabulable(Store(s).records())[0]]
     margins, docs = {}, (ROOT / "docs/real_lm.md").read_text(encoding="utf-8")
@@ -194,17 +195,17 @@ def test_near_gur_95_what_another_persons_request_takes_is_what_the_docs_cite():
         assert f"| {gur} | {own}/81 | {control}/81 | {cited} | {p / 1024:.3f} |" in docs, (method, setting)
         assert f"{sum(r['gur'] for r in by['other_request'].values()) / 10:.1f}" == gur  # the same cost
         margins[method, setting] = margin
-    reference = margins["fullgrad", "0.0002"]
-    targets = sorted(reference)
+    targets = sorted(margins["fullgrad", "0.0002"])
     p_values = {}
-    for key, (*_, cited) in SPECIFICITY.items():
+    for key, (gur, *_, cited) in SPECIFICITY.items():
         if cited is None:
             continue
+        reference = margins["fullgrad", "0.0002" if float(gur) > 92.5 else "0.00026"]
         excess = [margins[key][t] - reference[t] for t in targets]
         assert as_cited(summarize(excess)) == cited and f"| {cited}" in docs, key
         p_values[key] = sign_flip_p(excess, targets)
     assert p_values["grad_ascent", "0.0001"] == pytest.approx(22 / 1024)
-    assert not any(holm(p_values).values())  # after the fact, four comparisons: none named
+    assert len(p_values) == 6 and not any(holm(p_values).values())  # after the fact: none named
     assert "FullGrad's there takes 44, and R2F's near that utility 45 of its 46" in (ROOT / "README.md").read_text(
         encoding="utf-8")
 
