@@ -174,7 +174,7 @@ SPECIFICITY = {("grad_ascent", "0.0001"): ("95.8", 53, 20, "+41.2 [23.5, 55.9]",
                ("fullgrad", "0.00026"): ("90.3", 58, 54, "+2.0 [−13.7, 17.3]", 856, None)}
 
 
-def test_near_gur_95_what_another_persons_request_takes_is_what_the_docs_cite():
+def test_what_another_persons_request_takes_at_matched_utility_is_what_the_docs_cite():
     """Each method at a setting near GUR 95 (and three near 90) beside its other-request control on
     the ten targets: what each forgets, own minus control, and, per target, how far its margin over
     its control exceeds FullGrad's at its point of the same utility (Holm over those comparisons),
