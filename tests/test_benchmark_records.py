@@ -171,11 +171,12 @@ SPECIFICITY = {("grad_ascent", "0.0001"): ("95.8", 53, 20, "+41.2 [23.5, 55.9]",
                ("fullgrad", "0.0002"): ("94.7", 54, 44, "+10.8 [−6.4, 26.6]", 260, None),
                ("grad_ascent", "0.000333"): ("88.1", 74, 51, "+25.2 [9.7, 44.6]", 16, "+23.2 [−0.4, 53.2]"),
                ("npo", "0.000333"): ("89.2", 77, 56, "+22.5 [2.8, 43.2]", 104, "+20.4 [−0.9, 46.3]"),
+               ("r2f", "0.000218"): ("90.4", 53, 47, "+9.4 [−5.9, 26.9]", 352, "+7.4 [−3.9, 19.8]"),
                ("fullgrad", "0.00026"): ("90.3", 58, 54, "+2.0 [−13.7, 17.3]", 856, None)}
 
 
 def test_what_another_persons_request_takes_at_matched_utility_is_what_the_docs_cite():
-    """Each method at a setting near GUR 95 (and three near 90) beside its other-request control on
+    """Each method at a setting near GUR 95 (and four near 90) beside its other-request control on
     the ten targets: what each forgets, own minus control, and, per target, how far its margin over
     its control exceeds FullGrad's at its point of the same utility (Holm over those comparisons),
     as the docs' table cites them."""
@@ -205,7 +206,7 @@ def test_what_another_persons_request_takes_at_matched_utility_is_what_the_docs_
         assert as_cited(summarize(excess)) == cited and f"| {cited}" in docs, key
         p_values[key] = sign_flip_p(excess, targets)
     assert p_values["grad_ascent", "0.0001"] == pytest.approx(22 / 1024)
-    assert len(p_values) == 6 and not any(holm(p_values).values())  # after the fact: none named
+    assert len(p_values) == 7 and not any(holm(p_values).values())  # after the fact: none named
     assert "FullGrad's there takes 44, and R2F's near that utility 45 of its 46" in (ROOT / "README.md").read_text(
         encoding="utf-8")
 
