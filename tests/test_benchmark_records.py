@@ -162,17 +162,18 @@ def test_the_three_target_calibration_is_what_the_docs_cite():
 
 # (method, setting) with its other-request control on the ten targets: (mean GUR, own forgotten,
 # control forgotten, own − control USR, its exact sign-flip p in 1024ths (2^10 sign assignments);
-# per target, own − control minus FullGrad's at the same utility: its step 2e-4 near GUR 95, 2.6e-4
-# near 90), as docs/real_lm.md's matched-utility table cites them
-SPECIFICITY = {("grad_ascent", "0.0001"): ("95.8", 53, 20, "+41.2 [23.5, 55.9]", 6, "+30.5 [10.2, 47.3]"),
-               ("npo", "0.0001"): ("96.3", 45, 23, "+29.4 [14.8, 44.0]", 8, "+18.7 [2.0, 35.4]"),
-               ("lora_multi", "0.0008"): ("95.6", 31, 24, "+9.1 [−1.5, 22.1]", 224, "−1.6 [−19.6, 18.2]"),
-               ("r2f", "0.000168"): ("95.3", 46, 45, "+5.1 [−13.5, 27.0]", 704, "−5.6 [−21.2, 10.9]"),
-               ("fullgrad", "0.0002"): ("94.7", 54, 44, "+10.8 [−6.4, 26.6]", 260, None),
-               ("grad_ascent", "0.000333"): ("88.1", 74, 51, "+25.2 [9.7, 44.6]", 16, "+23.2 [−0.4, 53.2]"),
-               ("npo", "0.000333"): ("89.2", 77, 56, "+22.5 [2.8, 43.2]", 104, "+20.4 [−0.9, 46.3]"),
-               ("r2f", "0.000218"): ("90.4", 53, 47, "+9.4 [−5.9, 26.9]", 352, "+7.4 [−3.9, 19.8]"),
-               ("fullgrad", "0.00026"): ("90.3", 58, 54, "+2.0 [−13.7, 17.3]", 856, None)}
+# FullGrad's step of the same utility and, per target, own − control minus FullGrad's there), as
+# docs/real_lm.md's matched-utility table cites them
+SPECIFICITY = {
+    ("grad_ascent", "0.0001"): ("95.8", 53, 20, "+41.2 [23.5, 55.9]", 6, ("0.0002", "+30.5 [10.2, 47.3]")),
+    ("npo", "0.0001"): ("96.3", 45, 23, "+29.4 [14.8, 44.0]", 8, ("0.0002", "+18.7 [2.0, 35.4]")),
+    ("lora_multi", "0.0008"): ("95.6", 31, 24, "+9.1 [−1.5, 22.1]", 224, ("0.0002", "−1.6 [−19.6, 18.2]")),
+    ("r2f", "0.000168"): ("95.3", 46, 45, "+5.1 [−13.5, 27.0]", 704, ("0.0002", "−5.6 [−21.2, 10.9]")),
+    ("fullgrad", "0.0002"): ("94.7", 54, 44, "+10.8 [−6.4, 26.6]", 260, None),
+    ("grad_ascent", "0.000333"): ("88.1", 74, 51, "+25.2 [9.7, 44.6]", 16, ("0.00026", "+23.2 [−0.4, 53.2]")),
+    ("npo", "0.000333"): ("89.2", 77, 56, "+22.5 [2.8, 43.2]", 104, ("0.00026", "+20.4 [−0.9, 46.3]")),
+    ("r2f", "0.000218"): ("90.4", 53, 47, "+9.4 [−5.9, 26.9]", 352, ("0.00026", "+7.4 [−3.9, 19.8]")),
+    ("fullgrad", "0.00026"): ("90.3", 58, 54, "+2.0 [−13.7, 17.3]", 856, None)}
 
 
 def test_what_another_persons_request_takes_at_matched_utility_is_what_the_docs_cite():
@@ -192,17 +193,18 @@ def test_what_another_persons_request_takes_at_matched_utility_is_what_the_docs_
         assert [sum(r["forgotten_forget_probes"] for r in by[c].values()) for c in by] == [own, control]
         (_, cells), = next(t for t in build_tables(rows, baseline="control:other_request") if t.name == "paired").rows
         margin = {t: r["usr"] - by["other_request"][t]["usr"] for t, r in by["none"].items()}
-        assert as_cited(cells[0]) == cited and sign_flip_p(list(margin.values()), list(margin)) == pytest.approx(p / 1024)
+        assert as_cited(cells[0]) == cited
+        assert sign_flip_p(list(margin.values()), list(margin)) == pytest.approx(p / 1024)
         assert f"| {gur} | {own}/81 | {control}/81 | {cited} | {p / 1024:.3f} |" in docs, (method, setting)
         assert f"{sum(r['gur'] for r in by['other_request'].values()) / 10:.1f}" == gur  # the same cost
         margins[method, setting] = margin
     targets = sorted(margins["fullgrad", "0.0002"])
     p_values = {}
-    for key, (gur, *_, cited) in SPECIFICITY.items():
-        if cited is None:
+    for key, (*_, against) in SPECIFICITY.items():
+        if against is None:
             continue
-        reference = margins["fullgrad", "0.0002" if float(gur) > 92.5 else "0.00026"]
-        excess = [margins[key][t] - reference[t] for t in targets]
+        step, cited = against
+        excess = [margins[key][t] - margins["fullgrad", step][t] for t in targets]
         assert as_cited(summarize(excess)) == cited and f"| {cited}" in docs, key
         p_values[key] = sign_flip_p(excess, targets)
     assert p_values["grad_ascent", "0.0001"] == pytest.approx(22 / 1024)
@@ -270,4 +272,5 @@ def test_the_ten_target_frontier_is_what_the_docs_cite():
     assert (family[("r2f", "usr_at_gur95")], family[("r2f", "usr_at_gur90")]) == pytest.approx((0.63, 0.087))
     assert "(p = 0.63;" in docs and "(p = 0.087;" in docs
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert "−25.2 [−43.3, −6.1], named" in readme and "(−6.2 [−19.9, 11.7]; at GUR ≥ 90, −6.2 [−15.2, 0.9])" in readme
+    assert "−25.2 [−43.3, −6.1], named" in readme
+    assert "(−6.2 [−19.9, 11.7]; at GUR ≥ 90, −6.2 [−15.2, 0.9])" in readme
