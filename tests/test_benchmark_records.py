@@ -160,6 +160,16 @@ def test_the_three_target_calibration_is_what_the_docs_cite():
     assert "forgets **31 of the 81**, USR 37.5 [26.2, 53.3]" in docs
 
 
+def own_and_control(records: list[dict], method: str, setting: str) -> tuple[list, dict, dict, dict]:
+    """``method`` at its one hyper-parameter ``setting``: its rows beside their other-request
+    controls, the own runs and the controls by target, and own − control USR by target."""
+    rows = [r for r in records if r["method"] == method and list(r["config"]["params"].values()) == [setting]
+            and r["config"]["control"] in ("none", "other_request")]
+    own, control = ({r["target"]: r for r in rows if r["config"]["control"] == c} for c in ("none", "other_request"))
+    assert own.keys() == control.keys(), (method, setting)
+    return rows, own, control, {t: r["usr"] - control[t]["usr"] for t, r in own.items()}
+
+
 # (method, setting) with its other-request control on the ten targets: (mean GUR, own forgotten,
 # control forgotten, own − control USR, its exact sign-flip p in 1024ths (2^10 sign assignments);
 # FullGrad's step of the same utility and, per target, own − control minus FullGrad's there), as
@@ -185,18 +195,16 @@ def test_what_another_persons_request_takes_at_matched_utility_is_what_the_docs_
     records = [r for s in stores for r in tabulable(Store(s).records())[0]]
     margins, docs = {}, (ROOT / "docs/real_lm.md").read_text(encoding="utf-8")
     for (method, setting), (gur, own, control, cited, p, _) in SPECIFICITY.items():
-        rows = [r for r in records if r["method"] == method and list(r["config"]["params"].values()) == [setting]
-                and r["config"]["control"] in ("none", "other_request")]
-        by = {c: {r["target"]: r for r in rows if r["config"]["control"] == c} for c in ("none", "other_request")}
-        assert len(rows) == 20 and by["none"].keys() == by["other_request"].keys()
-        assert f"{sum(r['gur'] for r in by['none'].values()) / 10:.1f}" == gur
-        assert [sum(r["forgotten_forget_probes"] for r in by[c].values()) for c in by] == [own, control]
+        rows, by_own, by_control, margin = own_and_control(records, method, setting)
+        assert len(rows) == 20
+        assert f"{sum(r['gur'] for r in by_own.values()) / 10:.1f}" == gur
+        assert [sum(r["forgotten_forget_probes"] for r in side.values()) for side in (by_own, by_control)] == [
+            own, control]
         (_, cells), = next(t for t in build_tables(rows, baseline="control:other_request") if t.name == "paired").rows
-        margin = {t: r["usr"] - by["other_request"][t]["usr"] for t, r in by["none"].items()}
         assert as_cited(cells[0]) == cited
         assert sign_flip_p(list(margin.values()), list(margin)) == pytest.approx(p / 1024)
         assert f"| {gur} | {own}/81 | {control}/81 | {cited} | {p / 1024:.3f} |" in docs, (method, setting)
-        assert f"{sum(r['gur'] for r in by['other_request'].values()) / 10:.1f}" == gur  # the same cost
+        assert f"{sum(r['gur'] for r in by_control.values()) / 10:.1f}" == gur  # the same cost
         margins[method, setting] = margin
     targets = sorted(margins["fullgrad", "0.0002"])
     p_values = {}
@@ -233,17 +241,9 @@ def test_the_registered_test_on_nine_fresh_targets_is_what_the_docs_cite():
     ten = [r for s in [SMOLLM2, CALIBRATE3 / "table", FRONTIER / "frontier", FRONTIER / "controls"]
            for r in tabulable(Store(s).records())[0]]
     docs = (ROOT / "docs/real_lm.md").read_text(encoding="utf-8")
-
-    def margins(records: list[dict], method: str, setting: str) -> tuple[list, dict, dict, dict]:
-        rows = [r for r in records if r["method"] == method and list(r["config"]["params"].values()) == [setting]
-                and r["config"]["control"] in ("none", "other_request")]
-        own, control = ({r["target"]: r for r in rows if r["config"]["control"] == c} for c in ("none", "other_request"))
-        assert own.keys() == control.keys()
-        return rows, own, control, {t: r["usr"] - control[t]["usr"] for t, r in own.items()}
-
     cases, p_values = {}, {}
     for (method, setting), (gur, forgotten, control_forgotten, cited, p, against) in REPLICATION.items():
-        rows, own, control, margin = margins(fresh, method, setting)
+        rows, own, control, margin = own_and_control(fresh, method, setting)
         assert len(own) == 9 and sum(r["known_forget_probes"] for r in own.values()) == 31
         assert f"{sum(r['gur'] for r in own.values()) / 9:.1f}" == gur
         assert abs(sum(r["gur"] for r in control.values()) / 9 - float(gur)) < 0.15  # the same cost
@@ -253,7 +253,7 @@ def test_the_registered_test_on_nine_fresh_targets_is_what_the_docs_cite():
         assert as_cited(cells[0]) == cited
         assert sign_flip_p(list(margin.values()), list(margin)) == pytest.approx(p / 512)
         assert f"| {gur} | {forgotten}/31 | {control_forgotten}/31 | {cited} | {p / 512:.3f} |" in docs, method
-        cases[method] = margin, margins(ten, method, setting)[3]
+        cases[method] = margin, own_and_control(ten, method, setting)[3]
     targets = sorted(cases["fullgrad"][0])
     for (method, _), (*_, against) in REPLICATION.items():
         if against is None:
@@ -270,6 +270,7 @@ def test_the_registered_test_on_nine_fresh_targets_is_what_the_docs_cite():
         assert as_cited(summarize(excess)) == pooled
         assert f"{pooled} (p = {sign_flip_p(excess, together):.3f}" in docs, method
     assert not any(holm(p_values).values())  # as registered: neither lead replicates
+
 
 def test_the_ten_target_frontiers_shipped_defaults_destroy_the_model():
     """The frontier on the table's targets ran each method's shipped defaults (tuned on the demo
