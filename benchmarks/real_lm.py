@@ -51,6 +51,7 @@ from r2f_bench.atomic import atomic_write_text  # noqa: E402
 from r2f_bench.cli.main import main as cli, script  # noqa: E402
 from r2f_bench.engine.config import CONTROLS, RunConfig, check_bounds  # noqa: E402
 from r2f_bench.engine.evalcache import cached  # noqa: E402
+from r2f_bench.engine.identity import identities  # noqa: E402
 from r2f_bench.engine.plan import Plan  # noqa: E402
 from r2f_bench.errors import UserError  # noqa: E402
 from r2f_bench.engine.scan import scan  # noqa: E402
@@ -84,7 +85,8 @@ def ranking(config: RunConfig, out: Path, say: Callable[[str], None]) -> list[tu
     that does not parse or has another shape is set aside and the targets scanned again."""
     plan = Plan(config, lambda _: None)  # the data and the options, no model (the scan says what it reads)
     made_from = plan.config.to_dict()
-    key = job_key(made_from, "scan", plan.data_revision(), plan.versions())
+    key = job_key({**made_from, **identities(made_from, uses_proxy=False)}, "scan", plan.data_revision(),
+                  plan.versions())
 
     def shape(entry: object) -> str | None:
         ranked = entry.get("ranked") if isinstance(entry, dict) else None

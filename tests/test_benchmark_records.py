@@ -11,7 +11,7 @@ from r2f_bench.results.cells import tabulable
 from r2f_bench.results.frontier import KEYS, frontier, paired, paired_p
 from r2f_bench.results.leaderboard import build_tables
 from r2f_bench.results.stats import Stat, holm, sign_flip_p, summarize
-from r2f_bench.results.store import Store
+from r2f_bench.results.store import Store, record_key
 
 ROOT = Path(__file__).resolve().parents[1]
 STORES = sorted(jobs.parent for jobs in ROOT.glob("benchmarks/records/*/*/jobs"))
@@ -33,6 +33,7 @@ def as_cited(stat: Stat) -> str:
 def test_every_committed_record_reads_and_counts(store):
     records, skipped = tabulable(Store(store).records())
     assert records and not skipped, skipped
+    assert sorted(map(record_key, records)) == Store(store).keys()  # each under the key a run computes
 
 
 @pytest.fixture(scope="module")

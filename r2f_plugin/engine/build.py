@@ -19,6 +19,7 @@ from . import protocol
 from .budget import Watched
 from .config import RunConfig
 from .embedded import DEFAULT_MODEL, DEFAULT_PROXY, EmbeddedSpec
+from .identity import content_id
 from .models import embedded_model, weights_key
 from .pretrained import cut_to_first_layers, dispatch, dtype_of, first_layers_of, hf_model
 from .scope import Scope
@@ -117,8 +118,10 @@ def build_proxy(inputs: BuildInputs, device: torch.device, model_label: str, mod
     """The --proxy model, built on first use. Its key says what determines its weights
     before it is built: for an embedded model the key of its weights (a shipped model's
     hash, else its build key: architecture, seed, taught facts); for ``first-layers:N`` the
-    model's own key (its untouched weights, loaded again and cut); else its name or path,
-    with what it is taught on a knowledge world (:func:`~.world_teaching.proxy_key`)."""
+    model's own key (its untouched weights, loaded again and cut); else its hub name or a
+    local file's or folder's content (:func:`~.identity.content_id`: a file replaced at the
+    same path is another proxy), with what it is taught on a knowledge world
+    (:func:`~.world_teaching.proxy_key`)."""
     config = inputs.config
     spec = config.proxy
     es = embedded_spec(spec, DEFAULT_PROXY)
@@ -130,10 +133,10 @@ def build_proxy(inputs: BuildInputs, device: torch.device, model_label: str, mod
 
         return Proxy(f"{model_label}, first {n} layers", f"{spec}@{model_key}", cut)
     if es is None and inputs.world:  # taught the world when built: keyed by what it is taught
-        label, key = spec, proxy_key(spec, inputs.knowledge()[0], config.chat_template, config.dtype, config.seed,
-                                     schedule_of(config))
+        label, key = spec, proxy_key(content_id(spec), inputs.knowledge()[0], config.chat_template, config.dtype,
+                                     config.seed, schedule_of(config))
     elif es is None:
-        label = key = spec
+        label, key = spec, content_id(spec)
     else:
         label = es.label
         teaching, prompts = inputs.knowledge()

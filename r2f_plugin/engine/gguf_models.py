@@ -21,6 +21,7 @@ from ..atomic import atomic_dir, set_aside
 from ..cache import cache_root
 from ..errors import UserError, described
 from .checkpoint import write_pretrained
+from .identity import content_id
 
 SUFFIX = ".gguf"
 FLOAT_TYPES = ("F32", "F16", "BF16")
@@ -125,12 +126,8 @@ def _key(path: Path) -> str:
     import gguf
     import transformers
 
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 24), b""):
-            digest.update(block)
     version = getattr(gguf, "__version__", None) or _dist_version("gguf")
-    return hashlib.sha256(json.dumps([digest.hexdigest(), transformers.__version__, version]).encode()).hexdigest()[:16]
+    return hashlib.sha256(json.dumps([content_id(str(path)), transformers.__version__, version]).encode()).hexdigest()[:16]
 
 
 def _dist_version(name: str) -> str:

@@ -50,8 +50,9 @@ class Plan:
     a bad option, loads the benchmark and picks the targets the run scores.
 
     ``config`` (a completed copy of the one given: capped ``threads``, the task's default
-    ``forget_source``), ``task``, ``method_cls`` and ``params`` (``None`` for a plan that runs no
-    method: ``config.method`` empty, e.g. the knowledge scan), ``bench`` (the loaded data),
+    ``forget_source``, ``targets`` as the ids they resolved to), ``task``, ``method_cls`` and
+    ``params`` (``None`` for a plan that runs no method: ``config.method`` empty, e.g. the
+    knowledge scan), ``bench`` (the loaded data),
     ``scope`` (:class:`~.scope.Scope`: what is scored, what methods fit on), ``targets`` (those
     of the split that can be scored) and ``out_dir``.
     """
@@ -111,6 +112,8 @@ class Plan:
         self.bench = self.task.load(self.source, config.targets, config.limit, config.dev_targets, config.forget_source)
         protocol.check(self.bench, config.task)
         self._check_dev_targets()
+        if config.targets:  # by the ids the task resolved (a number, a name, an id split at its comma): one store key
+            config = self.config = dataclasses.replace(config, targets=[t.id for t in self.bench.targets], limit=None)
         scored = scored_split(self.bench, config.split)
         self.targets = self._scorable(scored.targets)
         self.scope = Scope(self.task, self.bench, scored, self.targets, config.seed, config.retain_items)

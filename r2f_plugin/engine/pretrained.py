@@ -4,7 +4,6 @@ first-layers proxy cut from a model (``--proxy first-layers:N``)."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 from typing import Any, Callable
@@ -14,6 +13,7 @@ import torch
 from ..errors import UserError, described
 from .config import DTYPES
 from .gguf_models import check_gguf, gguf_folder, is_gguf
+from .identity import folder_digest
 
 def check_model_path(name_or_path: str) -> None:
     """One line, before anything loads, for a local model path that does not exist (a
@@ -58,13 +58,7 @@ def pretrained_key(model: torch.nn.Module, loaded_from: str) -> str:
     folder = Path(loaded_from)
     if not folder.is_dir():
         return f"hub:{loaded_from}@{getattr(model.config, '_commit_hash', None)}"
-    files = hashlib.sha256()
-    for path in sorted(p for p in folder.iterdir() if p.suffix in (".safetensors", ".json") and p.is_file()):
-        files.update(path.name.encode())
-        with path.open("rb") as f:
-            while chunk := f.read(1 << 24):
-                files.update(chunk)
-    return files.hexdigest()[:16]
+    return folder_digest(folder)
 
 
 FIRST_LAYERS = "first-layers:"  # --proxy first-layers:N: the model's own first N decoder layers

@@ -17,12 +17,14 @@ def setting(record: Record) -> dict[str, Any]:
     The request is what the record says it was made of (``request_source``: RWKU's
     corpus and its FB probes never share a row). Hyper-parameters are the resolved ones a record carries (``params``: defaults
     included, so runs that differ only in a default never share a row), else the
-    configured overrides. Models are identified by the spec the run was given
-    (``config.model`` / ``config.proxy``), not by the descriptive labels in
-    ``record["models"]``, which may differ between tasks for the same model (e.g.
-    "taught N facts").
+    configured overrides. Models are identified as the record's key holds them (the spec
+    the run was given, a local file or folder by its content: ``identities``), not by the
+    descriptive labels in ``record["models"]``, which may differ between tasks for the same
+    model (e.g. "taught N facts").
     """
-    config, models = record.get("config", {}), record.get("models", {})
+    named = record.get("identities")
+    config = {**record.get("config", {}), **(named if isinstance(named, dict) else {})}
+    models = record.get("models", {})
     params = record.get("params") or config.get("params") or {}
     return {"params": dict(params), "views": config.get("views"),
             "target": config.get("model", models.get("target")), "proxy": config.get("proxy", models.get("proxy")),
@@ -76,7 +78,8 @@ def task_order(tasks: Iterable[str]) -> list[str]:
 REQUIRED = (("method", str), ("task", str), ("target", str), ("seed", int), ("config", dict), ("versions", dict),
             ("data_revision", str))
 OPTIONAL = (("params", dict), ("models", dict), ("info", dict), ("official", dict), ("set_scores", dict),
-            ("n", dict), ("phases", dict), ("budget", dict), ("attacks", dict))  # where present, of this type
+            ("n", dict), ("phases", dict), ("budget", dict), ("attacks", dict),
+            ("identities", dict))  # where present, of this type
 
 
 def invalid(record: Record) -> str | None:

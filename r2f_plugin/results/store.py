@@ -10,11 +10,14 @@ A job's key is the SHA-256 of the canonical JSON of everything that determines i
 result: the full run configuration (less :data:`WHERE_FIELDS`, which only say where or
 how fast things run or which targets get a record, and :data:`LATER_DEFAULTS` at their
 defaults), the method's resolved hyper-parameters (defaults
-included), the target id, the data revision and the plugin and library versions. A
+included), the target id, the data revision and the plugin and library versions. The
+configuration is keyed by what it names, not how it was typed: its targets by the ids the
+task resolved, a local model or proxy by its content, a local data folder by the data
+revision alone, an unread proxy as the default (the record's ``identities``). A
 changed hyper-parameter or default, seed, model, data file or plugin release therefore
-gives a new key and a fresh run; an unchanged one is found done and skipped by a
-sweep, and replaced by a plain run (``r2f-bench --method ... --task ...``), which
-writes the same store.
+gives a new key and a fresh run; an unchanged one, from any folder, is found done and
+skipped by a sweep, and replaced by a plain run (``r2f-bench --method ... --task ...``),
+which writes the same store.
 
 Concurrency: every file is written beside its final name and renamed into place,
 so readers never see half a record, and processes writing distinct keys never
@@ -113,9 +116,15 @@ def floored(record: dict[str, Any], role: str) -> None:
         record["n"][role] = None
 
 
+def keyed_config(record: Mapping[str, Any]) -> dict[str, Any]:
+    """A record's configuration as its key holds it: ``config`` with its ``identities`` (a
+    local model by its content, not its path: :func:`~r2f_bench.engine.identity.identities`)."""
+    return {**record["config"], **(record.get("identities") or {})}
+
+
 def record_key(record: Mapping[str, Any]) -> str:
     """The key of a result record, recomputed from the fields it carries."""
-    return job_key(record["config"], record["target"], record["data_revision"], record["versions"],
+    return job_key(keyed_config(record), record["target"], record["data_revision"], record["versions"],
                    record.get("params"))
 
 

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from ..engine.config import FAMILIES, MAX_SEED, RunConfig, names
 from ..engine.distributed import process_state
+from ..engine.identity import identities
 from ..errors import UserError
 from ..plugins import registry as plugin_registry
 from .estimate import Forecast
@@ -259,15 +260,18 @@ def process_tag(process: tuple[int, int]) -> str:
     return f"[process {process[0] + 1}/{process[1]}] " if process[1] > 1 else ""
 
 
-def _keyed(job: Job, runner: type[Run], say: Progress) -> tuple[Run, dict[str, Any], str, dict, dict, list[str]]:
-    """The job's run (nothing built yet), its identity, data revision, versions, resolved
+def _keyed(job: Job, runner: type[Run],
+           say: Progress) -> tuple[Run, dict[str, Any], dict[str, Any], str, dict, dict, list[str]]:
+    """The job's run (nothing built yet), its configuration, what the key holds other than as
+    written (:func:`~r2f_bench.engine.identity.identities`), data revision, versions, resolved
     parameters, and the store key of each of its targets."""
     config = RunConfig(**job.fields)
     run = runner(config, progress=say)
-    identity = run.config.to_dict()  # completed by the run (the task's default forget source): one key for the same work
+    identity = run.config.to_dict()  # completed by the run (forget source, target ids): one key for the same work
+    named = identities(identity, _uses_proxy(config.method))
     revision, versions, params = run.data_revision(), run.versions(), run.resolved_params()
-    return run, identity, revision, versions, params, [job_key(identity, t.id, revision, versions, params)
-                                                       for t in run.targets]
+    return run, identity, named, revision, versions, params, [
+        job_key({**identity, **named}, t.id, revision, versions, params) for t in run.targets]
 
 
 def set_up(jobs: Sequence[Job], runner: type[Run] | None = None,
@@ -334,7 +338,7 @@ def _done_already(job: Job, keys: list[str], report: SweepReport, say: Progress)
 
 
 def _run_job(job: Job, runner: type[Run], store: Store, report: SweepReport, say: Progress, replace: bool) -> None:
-    run, identity, revision, versions, params, keys = _keyed(job, runner, say)
+    run, identity, named, revision, versions, params, keys = _keyed(job, runner, say)
     for target, key in zip(run.targets, keys):
         report.keys.append(key)
         report.job_keys.setdefault(job.label, []).append(key)
@@ -359,6 +363,7 @@ def _run_job(job: Job, runner: type[Run], store: Store, report: SweepReport, say
             record = dict(record)
             record.setdefault("target", target.id)
             record.setdefault("config", identity)
+            record.setdefault("identities", named)
             record.setdefault("data_revision", revision)
             record.setdefault("versions", versions)
             record.setdefault("params", params)

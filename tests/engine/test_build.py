@@ -66,8 +66,16 @@ def test_the_proxy_is_named_and_keyed_before_it_is_built(tmp_path, stand_in):
     assert built.proxy.label == DEFAULT_PROXY.label and built.proxy.key.startswith(f"{DEFAULT_PROXY.label}@")
     assert stand_in == ["embedded"]
     assert built.proxy.load()[1] is None and stand_in == ["embedded", "embedded-proxy"]
-    hub = build.build_proxy(build.BuildInputs.of(plan(tmp_path, method="r2f", proxy=str(tmp_path))), torch.device("cpu"), "m", "k")
-    assert hub.label == hub.key == str(tmp_path)
+    folder, link = tmp_path / "proxy", tmp_path / "link"
+    folder.mkdir()
+    (folder / "model.safetensors").write_bytes(b"one")
+    link.symlink_to(folder)
+    local = lambda spec: build.build_proxy(build.BuildInputs.of(plan(tmp_path, method="r2f", proxy=spec)),
+                                           torch.device("cpu"), "m", "k")
+    first = local(str(folder))  # a local proxy is named by its path and keyed by its content
+    assert first.label == str(folder) and first.key.startswith("proxy@sha256:") and local(str(link)).key == first.key
+    (folder / "model.safetensors").write_bytes(b"three")  # replaced at the same path: another proxy (no cached decoder)
+    assert local(str(folder)).key != first.key
 
 
 def test_a_first_layers_proxy_is_the_models_own_first_layers_keyed_by_its_weights(tmp_path):

@@ -110,7 +110,7 @@ def test_each_seed_and_way_of_asking_is_its_own_taught_model_taught_in_float32(p
 def test_a_pretrained_proxy_on_the_world_is_keyed_by_what_it_is_taught(pretrained, tmp_path):
     key = lambda **kw: build.build_proxy(build.BuildInputs.of(plan(pretrained, tmp_path, method="r2f", proxy=str(pretrained), **kw)),
                                          CPU, "m", "k").key
-    assert key().startswith(f"{pretrained}@taught:")
+    assert key().startswith(f"{pretrained.name}@sha256:") and "@taught:" in key()  # its content, then its teaching
     assert len({key(), key(seed=1), key(chat_template="off")}) == 3
 
 

@@ -104,6 +104,40 @@ def test_changed_config_or_data_forces_a_rerun(tmp_path, monkeypatch):
     assert len(Store(tmp_path)) == 15
 
 
+def test_a_job_is_keyed_by_what_its_paths_hold_and_the_targets_they_name(tmp_path, monkeypatch):
+    """The same model folder and data by other paths, a proxy the method never reads, and the
+    same targets by number, name or an id split at its comma are the same job: a run from another
+    folder resumes it. The folder's weights replaced at the same path are another job."""
+    import shutil
+
+    from r2f_bench.engine.config import RunConfig
+    from r2f_bench.results.job import Job
+    from r2f_bench.results.sweep import stored_keys
+    from r2f_bench.tasks.rwku import SAMPLE_DIR
+
+    model, data, there = tmp_path / "model", tmp_path / "rwku", tmp_path / "there"
+    model.mkdir()
+    (model / "model.safetensors").write_bytes(b"weights")
+    shutil.copytree(SAMPLE_DIR, data)
+    (data / "Target" / "3_Tamsin_Quorve").rename(data / "Target" / "3_Tamsin_Quorve,_of_Ash")
+    there.mkdir()
+    (there / "m").symlink_to(model)
+    (there / "d").symlink_to(data)
+
+    def keys(model: str, data_dir: str, targets: list[str], **more: str) -> list[str]:
+        job = Job(RunConfig(method="fullgrad", task="rwku", model=model, data_dir=data_dir, targets=targets,
+                            dev_targets=1, output=str(tmp_path / "out"), **more).to_dict())
+        return stored_keys([job])[job.label]
+
+    first = keys(str(model), str(data), ["3_Tamsin_Quorve,_of_Ash", "1_Orla_Vantree"])
+    monkeypatch.chdir(there)
+    assert keys("./m", "d", ["3_Tamsin_Quorve", "_of_Ash", "1"], proxy="./m") == first  # --targets split the comma
+    assert keys("./m", "d", ["Tamsin Quorve, of Ash", "orla vantree"], limit=5) == first
+    assert keys("./m", "d", ["1_Orla_Vantree", "3_Tamsin_Quorve,_of_Ash"]) != first  # the order is the run's
+    (model / "model.safetensors").write_bytes(b"other weights")
+    assert not set(keys(str(model), str(data), ["3_Tamsin_Quorve,_of_Ash", "1_Orla_Vantree"])) & set(first)
+
+
 class Killed(BaseException):
     """Stands for SIGKILL/Ctrl-C: not an Exception, so nothing catches it."""
 

@@ -1,0 +1,24 @@
+from r2f_bench.engine.identity import content_id, identities
+
+
+def test_a_local_file_is_its_content_and_any_other_spec_is_itself(tmp_path, monkeypatch):
+    """A GGUF file by its absolute path, a relative one or as a copy is one model; rewritten, another."""
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF one")
+    (tmp_path / "copy").mkdir()
+    (tmp_path / "copy" / "m.gguf").write_bytes(b"GGUF one")
+    monkeypatch.chdir(tmp_path / "copy")
+    first = content_id(str(model))
+    assert first.startswith("m.gguf@sha256:") and content_id("m.gguf") == content_id("../m.gguf") == first
+    model.write_bytes(b"GGUF two!")
+    assert content_id(str(model)) != first
+    for spec in ("embedded", "embedded:llama-h32-l2", "HuggingFaceTB/SmolLM2-135M-Instruct", "first-layers:8"):
+        assert content_id(spec) == spec
+
+
+def test_the_fields_a_key_holds_otherwise():
+    """A hub model and the bundled data stay as written; a proxy is named only where it is read."""
+    hub = {"model": "org/model", "proxy": "org/small", "data_dir": None}
+    assert identities(hub, uses_proxy=True) == {}
+    assert identities(hub, uses_proxy=False) == {"proxy": "embedded-proxy"}
+    assert identities({**hub, "proxy": "embedded-proxy"}, uses_proxy=False) == {}
