@@ -65,7 +65,7 @@ def taught(world: Path, model: str, epochs: int, lr: float, seed: int, args: arg
     run.prepare()
     info = run.model_info
     return {"epochs": epochs, "lr": lr, "seed": seed, "steps": info["steps"], "teach_seconds": info["teach_seconds"],
-            "taught_answered": info["taught_answered"], "check_answered": info["never_taught_answered"],
+            "resumed_at_step": info.get("resumed_at_step", 0), "taught_answered": info["taught_answered"], "check_answered": info["never_taught_answered"],
             "check_items": info["check_items"]}
 
 
@@ -96,7 +96,8 @@ def main(argv: list[str] | None = None) -> int:
     print("| epochs | peak lr | steps | teaching s | taught answered % | check answered % (n) |")
     print("|---:|---:|---:|---:|---:|---:|")
     for r in rows:
-        print(f"| {r['epochs']} | {r['lr']:g} | {r['steps']} | {r['teach_seconds']:.0f} | {r['taught_answered']:.1f} "
+        part = f" (steps after {r['resumed_at_step']})" if r["resumed_at_step"] else ""
+        print(f"| {r['epochs']} | {r['lr']:g} | {r['steps']} | {r['teach_seconds']:.0f}{part} | {r['taught_answered']:.1f} "
               f"| {r['check_answered']:.1f} ({r['check_items']}) |")
     print(f"chosen: --teach-epochs {pick['epochs']} --teach-lr {pick['lr']!r} (check questions answered "
           f"{pick['check_answered']:.1f}%; A1 asks >= 50% of the targets' never-taught questions)")

@@ -67,6 +67,15 @@ def atomic_write_text(path: Path, text: str) -> None:
         write_fully(tmp, text.encode("utf-8"))
 
 
+def fsync(path: Path) -> None:
+    """Flush a file another library wrote to disk (before it is renamed into place)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def write_fully(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` (truncating), failing on a short write, then fsync."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)

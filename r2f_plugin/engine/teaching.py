@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import random
 import time
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
 import torch
 
@@ -131,37 +131,65 @@ def text_probe(text: str) -> Probe:
     return Probe(prompt="", answer=text, set="teaching", target="")
 
 
+class Checkpoint(Protocol):
+    """Where a long teaching keeps its state, so that an interrupted one goes on from there."""
+
+    every: float  # seconds of teaching between saves
+
+    def restore(self, model: torch.nn.Module, opt: torch.optim.Optimizer) -> int:
+        """Load the saved state into ``model`` and ``opt``; the steps it had taken (0: none saved)."""
+
+    def save(self, step: int, model: torch.nn.Module, opt: torch.optim.Optimizer) -> None:
+        """Keep the state after ``step`` steps."""
+
+
 def teach_schedule(model: torch.nn.Module, tokenizer: Any, texts: Sequence[str], facts: Sequence[Probe],
                    steps: int, lr: float, text_batch: int = 24, fact_batch: int = 8, seed: int = 0,
-                   progress: Callable[[str], None] | None = None) -> None:
+                   progress: Callable[[str], None] | None = None, checkpoint: Checkpoint | None = None) -> int:
     """Teach a knowledge world on a fixed schedule: every step mixes ``text_batch``
     texts (full language-modelling loss) with ``fact_batch`` question-answer items
     (answer loss), AdamW with a 5 % linear warm-up and cosine decay to zero. A fixed
-    schedule, not an accuracy target: nothing scored decides when teaching stops."""
+    schedule, not an accuracy target: nothing scored decides when teaching stops. With a
+    ``checkpoint``, the state is saved every ``checkpoint.every`` seconds and a teaching
+    that was cut off goes on from its last save, to the same weights as one run whole.
+    Returns the step it went on from (0: from the start)."""
     device = next(model.parameters()).device
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr, weight_decay=0.0)
     warm = max(1, steps // 20)
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: min(1.0, (s + 1) / warm) * 0.5 * (1 + math.cos(math.pi * min(s, steps) / steps)))
+    rate = lambda s: lr * (min(1.0, (s + 1) / warm) * 0.5 * (1 + math.cos(math.pi * min(s, steps) / steps)))
     text_items = cycle_batches([text_probe(t) for t in texts], text_batch, seed)
     fact_items = cycle_batches(list(facts), fact_batch, seed + 1) if facts else None
+    done = checkpoint.restore(model, opt) if checkpoint else 0
+    for _ in range(done):  # the batches those steps took
+        next(text_items)
+        if fact_items:
+            next(fact_items)
+    if done and progress:
+        progress(f"teaching: going on from the state saved after {done} of {steps} steps")
     model.train()
-    steps_bar = bar(range(steps), desc="teaching", unit="step") if progress else range(steps)
+    steps_bar = bar(range(done, steps), desc="teaching", unit="step") if progress else range(done, steps)
     start, announced = time.perf_counter(), False
+    saved = start
     for step in steps_bar:
         chunk = next(text_items) + (next(fact_items) if fact_items else [])
         loss = answer_nll(model, encode(tokenizer, chunk, device=device)).mean()
         opt.zero_grad(set_to_none=True)
         loss.backward()
+        for group in opt.param_groups:
+            group["lr"] = rate(step)
         opt.step()
-        sched.step()
-        elapsed = time.perf_counter() - start
-        if progress and not announced and (step + 1 == min(RATE_STEPS * 4, steps) or elapsed > RATE_SECONDS):
-            announced, rate = True, elapsed / (step + 1)
-            progress(f"teaching {len(texts)} texts and {len(facts)} questions: {rate:.2f} s a step measured, "
-                     f"about {duration(rate * steps)} for {steps} steps")
+        now = time.perf_counter()
+        if progress and not announced and (step + 1 - done == min(RATE_STEPS * 4, steps - done)
+                                           or now - start > RATE_SECONDS):
+            announced, per_step = True, (now - start) / (step + 1 - done)
+            progress(f"teaching {len(texts)} texts and {len(facts)} questions: {per_step:.2f} s a step measured, "
+                     f"about {duration(per_step * (steps - done))} for {steps - done} steps")
+        if checkpoint and step + 1 < steps and now - saved >= checkpoint.every:
+            checkpoint.save(step + 1, model, opt)
+            saved = time.perf_counter()
     opt.zero_grad(set_to_none=True)
     model.eval()
+    return done
 
 
 @torch.no_grad()

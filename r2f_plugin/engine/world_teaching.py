@@ -14,7 +14,9 @@ answers fewer than :data:`GENERALISES` % of them gets one warning line (held-out
 rest on few known probes). The taught weights are cached by the pretrained weights' key,
 the world as taught, the dtype, the seed (each run seed is its own taught model), the
 schedule and the library versions, and read back into the loaded model in place (one copy
-of the weights), after their names and shapes are checked.
+of the weights), after their names and shapes are checked. A teaching under way saves its
+state every :data:`CHECKPOINT_SECONDS` (:class:`SavedState`): one that was cut off goes on
+from there.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import torch
 
-from ..atomic import atomic_dir, set_aside
+from ..atomic import atomic_dir, atomic_path, fsync, set_aside
 from ..cache import cache_root
 from ..data import Probe, Teaching
 from ..errors import UserError
@@ -43,6 +45,8 @@ EPOCHS, LR = TEACH_EPOCHS, TEACH_LR  # the default schedule (--teach-epochs, --t
 GENERALISES = 50.0  # % of never-taught check questions a taught model should answer (A1's bar)
 TEXT_BATCH = 16  # biographies a step; the questions' batch keeps both sets at the same number of passes
 WEIGHTS, INFO = "model.safetensors", "r2f_info.json"
+CHECKPOINT_SECONDS = 600.0  # of teaching between saves of its state: a cut-off teaching loses at most this
+MOMENTS = ("step", "exp_avg", "exp_avg_sq")  # AdamW's state of one parameter
 
 
 @dataclass(frozen=True)
@@ -108,6 +112,67 @@ def read_weights(model: torch.nn.Module, path: Path) -> None:
     load_model(model, str(path), strict=True)
 
 
+@dataclass
+class SavedState:
+    """A world teaching under way, kept in one safetensors file beside its cache entry
+    (:class:`~.teaching.Checkpoint`): the trained weights, AdamW's moments, the random
+    generator's state, and in its metadata the teaching's key and the steps taken. A file of
+    another teaching, or one that does not read or fit, is set aside and teaching starts over."""
+
+    path: Path
+    key: str
+    progress: Callable[[str], None]
+    every: float
+
+    def restore(self, model: torch.nn.Module, opt: torch.optim.Optimizer) -> int:
+        if not self.path.exists():
+            return 0
+        try:
+            return self._read(model, opt)
+        except Exception as exc:  # truncated, another teaching's, misshaped: never trusted
+            set_aside(self.path, f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:160]}",
+                      self.progress)
+            return 0
+
+    def _read(self, model: torch.nn.Module, opt: torch.optim.Optimizer) -> int:
+        """Load the file into ``model`` and ``opt`` after checking all of it (nothing changes before)."""
+        from safetensors import safe_open
+
+        with safe_open(str(self.path), "pt") as f:
+            meta, tensors = f.metadata() or {}, {k: f.get_tensor(k) for k in f.keys()}
+        if meta.get("key") != self.key:
+            raise ValueError("saved by another teaching")
+        params = _trained(model)
+        shapes = {f"param.{n}": p.shape for n, p in params} | {"rng": torch.get_rng_state().shape}
+        shapes |= {f"{m}.{i}": (() if m == "step" else p.shape) for i, (_, p) in enumerate(params) for m in MOMENTS}
+        if set(tensors) != set(shapes) or any(tensors[k].shape != shape for k, shape in shapes.items()):
+            raise ValueError("its tensors do not fit this model")
+        with torch.no_grad():
+            for name, p in params:
+                p.copy_(tensors[f"param.{name}"])
+        opt.load_state_dict({"state": {i: {m: tensors[f"{m}.{i}"] for m in MOMENTS} for i in range(len(params))},
+                             "param_groups": opt.state_dict()["param_groups"]})
+        torch.set_rng_state(tensors["rng"])
+        return int(meta["step"])
+
+    def save(self, step: int, model: torch.nn.Module, opt: torch.optim.Optimizer) -> None:
+        from safetensors.torch import save_file
+
+        params = _trained(model)
+        tensors = {f"param.{n}": p.detach() for n, p in params} | {"rng": torch.get_rng_state()}
+        tensors |= {f"{m}.{i}": opt.state[p][m] for i, (_, p) in enumerate(params) for m in MOMENTS}
+        with atomic_path(self.path) as tmp:
+            save_file({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, str(tmp),
+                      metadata={"key": self.key, "step": str(step)})
+            fsync(tmp)
+        self.progress(f"teaching: state saved after {step} steps ({self.path.name})")
+
+
+def _trained(model: torch.nn.Module) -> list[tuple[str, torch.nn.Parameter]]:
+    """The parameters teaching trains, in the order its optimiser holds them."""
+    return [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+
+
 def teach_world(model: torch.nn.Module, tok: Any, pretrained: str, teaching: Teaching, chat: bool, dtype: str,
                 seed: int, progress: Callable[[str], None], schedule: Schedule = Schedule()) -> dict:
     """Teach ``model`` (loaded from weights keyed ``pretrained``) ``teaching``'s world in
@@ -134,15 +199,19 @@ def teach_world(model: torch.nn.Module, tok: Any, pretrained: str, teaching: Tea
     progress(f"teaching the knowledge world into the pretrained model: {len(teaching.texts)} texts and {len(facts)} "
              f"questions, {schedule.epochs} epochs ({steps} steps) at lr {schedule.lr:g}, in float32")
     start = time.time()
+    saved = SavedState(path.with_name(f"{path.name}.partial.safetensors"), key, progress, CHECKPOINT_SECONDS)
     with one_thread(), in_float32(model):  # the cache must not depend on the first run's thread count
-        teach_schedule(model, tok, teaching.texts, facts, steps, schedule.lr, text_batch=TEXT_BATCH,
-                       fact_batch=fact_batch, seed=seed, progress=progress)
+        resumed = teach_schedule(model, tok, teaching.texts, facts, steps, schedule.lr, text_batch=TEXT_BATCH,
+                                 fact_batch=fact_batch, seed=seed, progress=progress, checkpoint=saved)
     seconds = time.time() - start
     info = {"key": key, "pretrained": pretrained, "world_texts": len(teaching.texts), "facts": len(facts),
-            "epochs": schedule.epochs, "steps": steps, "lr": schedule.lr, "seed": seed, "chat_template": chat, "teach_seconds": seconds,
+            "epochs": schedule.epochs, "steps": steps, "lr": schedule.lr, "seed": seed, "chat_template": chat,
+            "teach_seconds": seconds, "resumed_at_step": resumed,  # seconds: this process's, from that step
             **world_answers(model, tok, facts, as_asked(tok, teaching.check, chat))}
-    progress(f"taught in {seconds:.0f} s; {answers_phrase(info)}")
+    after = f" (steps {resumed + 1}–{steps}; the rest before)" if resumed else ""
+    progress(f"taught in {seconds:.0f} s{after}; {answers_phrase(info)}")
     write_weights(model, info, path)
+    saved.path.unlink(missing_ok=True)
     progress(f"model taught the knowledge world: cached at {path}")
     warn_if_shallow(info, progress)
     return info

@@ -114,6 +114,43 @@ def test_a_pretrained_proxy_on_the_world_is_keyed_by_what_it_is_taught(pretraine
     assert len({key(), key(seed=1), key(chat_template="off")}) == 3
 
 
+def test_a_teaching_cut_off_goes_on_from_its_last_save_to_the_same_weights(pretrained, tmp_path, monkeypatch):
+    """A teaching stopped part-way (Ctrl-C, SIGTERM, a lost machine) goes on from the state it
+    saved last and ends at the weights of one run whole; a saved state that does not read is
+    set aside and teaching starts over."""
+    from r2f_bench.engine import teaching
+
+    monkeypatch.setattr(world_teaching, "CHECKPOINT_SECONDS", 0.0)  # a save after every step
+    nll, calls = teaching.answer_nll, []
+
+    def cut_at_21(*args):
+        calls.append(1)
+        if len(calls) == 21:
+            raise KeyboardInterrupt
+        return nll(*args)
+
+    def taught(cache: str, said: list[str]) -> dict[str, torch.Tensor]:
+        monkeypatch.setattr(world_teaching, "cache_root", lambda: tmp_path / cache)
+        inputs = build.BuildInputs.of(plan(pretrained, tmp_path, said, teach_epochs=1))
+        return weights(build.load_model(inputs, str(pretrained), DEFAULT_MODEL, CPU)[0])
+
+    whole = taught("whole", [])
+    monkeypatch.setattr(teaching, "answer_nll", cut_at_21)
+    with pytest.raises(KeyboardInterrupt):
+        taught("cut", [])
+    monkeypatch.setattr(teaching, "answer_nll", nll)
+    saved = next((tmp_path / "cut" / "models").glob("*.partial.safetensors"))
+    said: list[str] = []
+    assert all(torch.equal(v, whole[k]) for k, v in taught("cut", said).items())
+    assert any("going on from the state saved after 20 of 53 steps" in m for m in said) and not saved.exists()
+
+    (tmp_path / "broken" / "models").mkdir(parents=True)
+    (tmp_path / "broken" / "models" / saved.name).write_bytes(b"not a saved state")
+    said.clear()
+    assert all(torch.equal(v, whole[k]) for k, v in taught("broken", said).items())
+    assert any("could not be loaded" in m for m in said) and not any("going on" in m for m in said)
+
+
 def test_the_schedule_makes_the_same_passes_over_texts_and_questions():
     steps, per_step = world_teaching.steps_and_batch(848, 1008)
     assert steps == world_teaching.EPOCHS * 53 and per_step * 53 >= 1008 > (per_step - 1) * 53
