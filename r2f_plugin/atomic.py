@@ -67,13 +67,19 @@ def atomic_write_text(path: Path, text: str) -> None:
         write_fully(tmp, text.encode("utf-8"))
 
 
-def fsync(path: Path) -> None:
-    """Flush a file another library wrote to disk (before it is renamed into place)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+def write_safetensors(path: Path, tensors: dict, metadata: dict[str, str]) -> None:
+    """Write ``tensors`` (CPU, contiguous) to ``path`` as safetensors, atomically and durably,
+    with the user's umask (safetensors' own writer leaves a file only its owner can read)."""
+    from safetensors.torch import save_file
+
+    with atomic_path(path) as tmp:
+        save_file(tensors, str(tmp), metadata=metadata)
+        os.chmod(tmp, 0o666 & ~_umask())
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def write_fully(path: Path, data: bytes) -> None:

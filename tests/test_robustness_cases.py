@@ -368,14 +368,18 @@ def test_atomically_written_files_follow_the_umask(tmp_path):
     import os
     import stat
 
-    from r2f_bench.atomic import atomic_write_text
+    import torch
+
+    from r2f_bench.atomic import atomic_write_text, write_safetensors
 
     old = os.umask(0o027)
     try:
         atomic_write_text(tmp_path / "f.json", "{}")
+        write_safetensors(tmp_path / "t.safetensors", {"w": torch.zeros(2)}, {"kind": "test"})  # its writer: 0600
     finally:
         os.umask(old)
     assert stat.S_IMODE((tmp_path / "f.json").stat().st_mode) == 0o640
+    assert stat.S_IMODE((tmp_path / "t.safetensors").stat().st_mode) == 0o640
 
 
 # -- 5. plugins cannot take the CLI down ------------------------------------------------

@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import torch
 
-from ..atomic import atomic_dir, atomic_path, fsync, set_aside
+from ..atomic import atomic_dir, set_aside, write_safetensors
 from ..cache import cache_root
 from ..data import Probe, Teaching
 from ..errors import UserError
@@ -156,15 +156,11 @@ class SavedState:
         return int(meta["step"])
 
     def save(self, step: int, model: torch.nn.Module, opt: torch.optim.Optimizer) -> None:
-        from safetensors.torch import save_file
-
         params = _trained(model)
         tensors = {f"param.{n}": p.detach() for n, p in params} | {"rng": torch.get_rng_state()}
         tensors |= {f"{m}.{i}": opt.state[p][m] for i, (_, p) in enumerate(params) for m in MOMENTS}
-        with atomic_path(self.path) as tmp:
-            save_file({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, str(tmp),
-                      metadata={"key": self.key, "step": str(step)})
-            fsync(tmp)
+        write_safetensors(self.path, {k: v.detach().cpu().contiguous() for k, v in tensors.items()},
+                          {"key": self.key, "step": str(step)})
         self.progress(f"teaching: state saved after {step} steps ({self.path.name})")
 
 

@@ -37,7 +37,7 @@ from typing import Iterator, Sequence
 import torch
 
 from .. import __version__
-from ..atomic import atomic_path
+from ..atomic import write_safetensors
 from ..errors import UserError
 from ..training.lora import LoraGrad, role_of
 from ..training.lowrank import LowRank
@@ -108,16 +108,13 @@ class GradientDecoder:
 
     # -- persistence (safetensors: tensors plus string metadata, no pickle) ---
     def save(self, path: Path) -> None:
-        from safetensors.torch import save_file
-
         roles = sorted(self.roles)
         tensors = {"rho": torch.tensor([self.roles[r]["rho"] for r in roles]),
                    "alpha": torch.tensor([self.roles[r]["alpha"] for r in roles]),
                    **{f"map.{r}": m.float().contiguous() for r, m in self.maps.items()}}
         meta = {**self.meta, "kind": self.kind, "rank": str(self.rank), "roles": json.dumps(roles),
                 "r2f_bench_version": __version__}
-        with atomic_path(Path(path)) as tmp:
-            save_file(tensors, str(tmp), metadata=meta)
+        write_safetensors(Path(path), tensors, meta)
 
     @classmethod
     def load(cls, path: Path) -> "GradientDecoder":
