@@ -70,13 +70,14 @@ class Evaluator:
                                    self.config.eval_batch_size, self.built.chat_template, sampling, reply)
 
     def model_key(self) -> list[Any]:
-        """What the untouched model's answers depend on: the model (its weights' key), its
+        """What the untouched model's answers depend on: the model (its weights' key; an
+        embedded model's label too, not a pretrained one's, which holds its path as typed), its
         dtype, the kind of device it runs on and whether probes go through the chat
         template. (Not the CPU thread count: it changes only the order of float sums.)"""
         device = next(self.weights.model.parameters()).device.type
         on = [device] if device != "cpu" else []  # CPU keys as they were before devices were keyed: caches stay
-        return [EVAL_VERSION, self.built.label, self.built.info.get("key", ""), self.config.dtype, *on,
-                self.built.chat_template]
+        label = self.built.label if self.built.knowledge.get("embedded") else ""
+        return [EVAL_VERSION, label, self.built.info.get("key", ""), self.config.dtype, *on, self.built.chat_template]
 
     def untouched_paths(self, target: Target, forget_only: bool = False) -> dict[str, Path]:
         """Where the untouched model's evaluation on ``target`` is cached: one entry per probe

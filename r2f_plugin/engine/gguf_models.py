@@ -146,7 +146,7 @@ def gguf_folder(path: Path, progress: Callable[[str], None] = print) -> Path:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     check_gguf(path)
-    folder = cache_root() / "models" / f"gguf-{path.stem}-{_key(path)}"
+    folder = cache_root() / "models" / f"gguf-{path.resolve().stem}-{_key(path)}"  # one, by whatever link
     if (folder / INFO).is_file() and (folder / "model.safetensors").is_file():
         return folder
     if folder.exists():
@@ -169,5 +169,6 @@ def gguf_folder(path: Path, progress: Callable[[str], None] = print) -> Path:
         del model.config.quantization_config
     with atomic_dir(folder) as tmp:
         write_pretrained(model, tok, tmp)
-        (tmp / INFO).write_text(json.dumps({"source": str(path), "size": path.stat().st_size}, indent=2))
+        # no path: the folder's files are its identity (engine.identity), the same from wherever it was converted
+        (tmp / INFO).write_text(json.dumps({"gguf": content_id(str(path)), "size": path.stat().st_size}, indent=2))
     return folder

@@ -12,8 +12,7 @@ from typing import Any, Mapping
 
 from .config import RunConfig
 
-PREFIX = "sha256:"  # before the hash of a local model's bytes in its identity
-WEIGHT_SUFFIXES = (".safetensors", ".json")  # what a model folder's identity hashes: weights, config, tokenizer
+PREFIX = "sha256:"  # before the hash of a local model's bytes: its identity
 DEFAULT_PROXY = RunConfig.proxy  # the --proxy of a run that names none
 
 
@@ -22,19 +21,19 @@ def _is_local(spec: str) -> bool:
 
 
 def content_id(spec: str) -> str:
-    """A local model as ``<name>@sha256:<16 hex>``: the file's or folder's own name (links
-    followed; what a table shows) and the hash of a file's bytes (a GGUF file) or of a folder's
-    weight, config and tokenizer files (:func:`folder_digest`). Any other spec (an embedded
-    spec, a hub name, ``first-layers:N``) as given."""
+    """A local model as ``sha256:<16 hex>``: the hash of a file's bytes (a GGUF file) or of a
+    folder's files (:func:`folder_digest`), whatever it is called or linked as. Any other spec
+    (an embedded spec, a hub name, ``first-layers:N``) as given."""
     if not _is_local(spec):
         return spec
     path = Path(spec).expanduser().resolve()
-    return f"{path.name}@{PREFIX}{_digest(_stamp([path]), False) if path.is_file() else folder_digest(path)}"
+    return PREFIX + (_digest(_stamp([path]), False) if path.is_file() else folder_digest(path))
 
 
 def folder_digest(folder: Path) -> str:
-    """The 16-hex hash of a model folder's weight, config and tokenizer files (names and bytes)."""
-    return _digest(_stamp(sorted(p for p in folder.iterdir() if p.suffix in WEIGHT_SUFFIXES and p.is_file())), True)
+    """The 16-hex hash of a model folder's files, names and bytes: weights, configuration,
+    tokenizer, chat template, custom code (its sub-folders are not read)."""
+    return _digest(_stamp(sorted(p for p in folder.iterdir() if p.is_file())), True)
 
 
 def _stamp(files: list[Path]) -> tuple[tuple[str, int, int, int], ...]:

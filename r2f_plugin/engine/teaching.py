@@ -151,7 +151,8 @@ def teach_schedule(model: torch.nn.Module, tokenizer: Any, texts: Sequence[str],
     (answer loss), AdamW with a 5 % linear warm-up and cosine decay to zero. A fixed
     schedule, not an accuracy target: nothing scored decides when teaching stops. With a
     ``checkpoint``, the state is saved every ``checkpoint.every`` seconds and a teaching
-    that was cut off goes on from its last save, to the same weights as one run whole.
+    that was cut off goes on from its last save, to the same weights as one run whole (on a CPU,
+    bit for bit).
     Returns the step it went on from (0: from the start)."""
     device = next(model.parameters()).device
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr, weight_decay=0.0)

@@ -46,7 +46,8 @@ GENERALISES = 50.0  # % of never-taught check questions a taught model should an
 TEXT_BATCH = 16  # biographies a step; the questions' batch keeps both sets at the same number of passes
 WEIGHTS, INFO = "model.safetensors", "r2f_info.json"
 CHECKPOINT_SECONDS = 600.0  # of teaching between saves of its state: a cut-off teaching loses at most this
-MOMENTS = ("step", "exp_avg", "exp_avg_sq")  # AdamW's state of one parameter
+MOMENTS = ("step", "exp_avg", "exp_avg_sq")  # AdamW's state of one parameter (none before its first gradient)
+PARTIAL = ".partial.safetensors"  # after a cache entry's name: the state of its teaching under way
 
 
 @dataclass(frozen=True)
@@ -116,8 +117,10 @@ def read_weights(model: torch.nn.Module, path: Path) -> None:
 class SavedState:
     """A world teaching under way, kept in one safetensors file beside its cache entry
     (:class:`~.teaching.Checkpoint`): the trained weights, AdamW's moments, the random
-    generator's state, and in its metadata the teaching's key and the steps taken. A file of
-    another teaching, or one that does not read or fit, is set aside and teaching starts over."""
+    generator's state (the CPU's: on a GPU a resumed teaching matches a whole one only up to
+    its kernels' own nondeterminism), and in its metadata the teaching's key and the steps
+    taken. A file of another teaching, or one that does not read or fit, is set aside and
+    teaching starts over."""
 
     path: Path
     key: str
@@ -142,23 +145,27 @@ class SavedState:
             meta, tensors = f.metadata() or {}, {k: f.get_tensor(k) for k in f.keys()}
         if meta.get("key") != self.key:
             raise ValueError("saved by another teaching")
+        step = int(meta.get("step", ""))
         params = _trained(model)
-        shapes = {f"param.{n}": p.shape for n, p in params} | {"rng": torch.get_rng_state().shape}
-        shapes |= {f"{m}.{i}": (() if m == "step" else p.shape) for i, (_, p) in enumerate(params) for m in MOMENTS}
-        if set(tensors) != set(shapes) or any(tensors[k].shape != shape for k, shape in shapes.items()):
+        wanted = {f"param.{n}": p for n, p in params} | {"rng": torch.get_rng_state()}
+        moments = {i: {m: f"{m}.{i}" for m in MOMENTS} for i in range(len(params)) if f"step.{i}" in tensors}
+        wanted |= {name: (torch.zeros(()) if m == "step" else params[i][1])  # AdamW counts steps in a float scalar
+                   for i, names in moments.items() for m, name in names.items()}
+        if set(tensors) != set(wanted) or any(tensors[k].shape != v.shape or tensors[k].dtype != v.dtype
+                                              for k, v in wanted.items()):
             raise ValueError("its tensors do not fit this model")
         with torch.no_grad():
             for name, p in params:
                 p.copy_(tensors[f"param.{name}"])
-        opt.load_state_dict({"state": {i: {m: tensors[f"{m}.{i}"] for m in MOMENTS} for i in range(len(params))},
-                             "param_groups": opt.state_dict()["param_groups"]})
+        state = {i: {m: tensors[name] for m, name in names.items()} for i, names in moments.items()}
+        opt.load_state_dict({"state": state, "param_groups": opt.state_dict()["param_groups"]})
         torch.set_rng_state(tensors["rng"])
-        return int(meta["step"])
+        return step
 
     def save(self, step: int, model: torch.nn.Module, opt: torch.optim.Optimizer) -> None:
         params = _trained(model)
         tensors = {f"param.{n}": p.detach() for n, p in params} | {"rng": torch.get_rng_state()}
-        tensors |= {f"{m}.{i}": opt.state[p][m] for i, (_, p) in enumerate(params) for m in MOMENTS}
+        tensors |= {f"{m}.{i}": opt.state[p][m] for i, (_, p) in enumerate(params) if p in opt.state for m in MOMENTS}
         write_safetensors(self.path, {k: v.detach().cpu().contiguous() for k, v in tensors.items()},
                           {"key": self.key, "step": str(step)})
         self.progress(f"teaching: state saved after {step} steps ({self.path.name})")
@@ -188,6 +195,7 @@ def teach_world(model: torch.nn.Module, tok: Any, pretrained: str, teaching: Tea
         except Exception as exc:  # truncated weights, broken JSON, a missing file or tensor: rebuild, never trust
             set_aside(path, f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:160]}", progress)
         else:
+            path.with_name(f"{path.name}{PARTIAL}").unlink(missing_ok=True)  # another process finished it
             progress(f"model taught the knowledge world: loaded from cache {path}")
             warn_if_shallow(info, progress)
             return info
@@ -195,7 +203,7 @@ def teach_world(model: torch.nn.Module, tok: Any, pretrained: str, teaching: Tea
     progress(f"teaching the knowledge world into the pretrained model: {len(teaching.texts)} texts and {len(facts)} "
              f"questions, {schedule.epochs} epochs ({steps} steps) at lr {schedule.lr:g}, in float32")
     start = time.time()
-    saved = SavedState(path.with_name(f"{path.name}.partial.safetensors"), key, progress, CHECKPOINT_SECONDS)
+    saved = SavedState(path.with_name(f"{path.name}{PARTIAL}"), key, progress, CHECKPOINT_SECONDS)
     with one_thread(), in_float32(model):  # the cache must not depend on the first run's thread count
         resumed = teach_schedule(model, tok, teaching.texts, facts, steps, schedule.lr, text_batch=TEXT_BATCH,
                                  fact_batch=fact_batch, seed=seed, progress=progress, checkpoint=saved)

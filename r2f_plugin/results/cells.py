@@ -5,6 +5,7 @@ table, and the newest record of each (target, seed) cell."""
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..jsontext import canonical_json
@@ -30,6 +31,16 @@ def setting(record: Record) -> dict[str, Any]:
             "target": config.get("model", models.get("target")), "proxy": config.get("proxy", models.get("proxy")),
             "request": record.get("request_source"), "retain_items": config.get("retain_items"),
             "paraphraser": config.get("paraphraser"), "control": config.get("control", "none")}
+
+
+def model_name(record: Record, role: str) -> str:
+    """How a table names a record's ``target`` or ``proxy`` model (:func:`setting`): a local
+    file or folder, which its identity (a hash) groups, by its own name and the hash's start."""
+    value, named = setting(record)[role], record.get("identities")
+    field = "model" if role == "target" else role
+    if isinstance(value, str) and value.startswith("sha256:") and isinstance(named, dict) and field in named:
+        return f"{Path(str((record.get('config') or {}).get(field, ''))).name} ({value[7:15]})"
+    return str(value)
 
 
 SETTING_FIELDS = ("params", "views", "target", "proxy", "request", "retain_items", "paraphraser", "control")

@@ -11,7 +11,7 @@ from typing import Mapping, Sequence
 from ..cost import ONCE_PHASES, TARGET_PHASES
 from ..jsontext import canonical_json
 from ..metric import METRICS
-from .cells import row_name, setting, setting_label, task_order, varying
+from .cells import model_name, row_name, setting, setting_label, task_order, varying
 from .stats import Record, Stat, group_stats
 from .tables import NOT_RECORDED, UNDEFINED, Column, Provenance, Table, cell_stats, direction, method_rows, metric_table
 
@@ -133,10 +133,11 @@ def transfer_tables(records: Sequence[Record]) -> list[Table]:
         targets, proxies = sorted({t for t, _ in pairs}), sorted({p for _, p in pairs})
         if len(pairs) < 2:
             continue
+        name = {setting(r)[role]: model_name(r, role) for r in rs for role in ("target", "proxy")}
         stats = {m: group_stats(rs, m, lambda r: (setting(r)["target"], setting(r)["proxy"])) for m in ("usr", "gur")}
-        columns = [Column(f"{p}.{m}", METRICS[m].column_title, p, direction(m), METRICS[m].digits)
+        columns = [Column(f"{p}.{m}", METRICS[m].column_title, name[p], direction(m), METRICS[m].digits)
                    for p in proxies for m in ("usr", "gur")]
-        rows = [(t, [stats[m].get((t, p)) for p in proxies for m in ("usr", "gur")]) for t in targets]
+        rows = [(name[t], [stats[m].get((t, p)) for p in proxies for m in ("usr", "gur")]) for t in targets]
         extra = setting_label(setting(rs[0]), varying([r for (m, t, _), group in by_case.items() if (m, t) == (method, task)
                                                        for r in group], ("params", "views")))
         stem = "-".join(re.findall(r"[\w.]+", f"transfer-{method}-{task}", re.ASCII))  # a file name and a LaTeX label

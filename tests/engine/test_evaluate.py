@@ -42,11 +42,13 @@ class Scored:
         return {s: [{"answered": 1.0} for _ in ps] for s, ps in sets.items()}
 
 
-def evaluator(plan: Plan, monkeypatch, label: str = "stand-in") -> tuple[Evaluator, Scored]:
+def evaluator(plan: Plan, monkeypatch, key: str = "stand-in", label: str = "/models/m") -> tuple[Evaluator, Scored]:
+    """An evaluator of a stand-in pretrained model: its weights' ``key``, its path as typed ``label``."""
     torch.manual_seed(0)
     weights = Weights(torch.nn.Linear(2, 2), plan.out_dir, "m")
-    ev = Evaluator(plan.scope, SimpleNamespace(label=label, info={}, tokenizer=None, chat_template=False), weights,
-                   plan.config, plan.progress)
+    built = SimpleNamespace(label=label, info={"key": key}, knowledge={"embedded": False}, tokenizer=None,
+                            chat_template=False)
+    ev = Evaluator(plan.scope, built, weights, plan.config, plan.progress)
     scored = Scored(plan)
     monkeypatch.setattr(ev, "score_sets", scored)
     return ev, scored
@@ -74,8 +76,9 @@ def test_the_untouched_evaluation_is_of_the_untouched_weights_and_cached(plan, m
                      "extra": json.loads(paths[evaluate.EXTRA].read_text())} and first["extra"] == {}
     again, rescored = evaluator(plan, monkeypatch)  # another run of the same model: read back
     assert again.untouched(target) == first and rescored.models == []
-    other, _ = evaluator(plan, monkeypatch, label="another model")
+    other, _ = evaluator(plan, monkeypatch, key="another model")
     assert not set(other.untouched_paths(target).values()) & set(paths.values())
+    assert evaluator(plan, monkeypatch, label="../models/m")[0].untouched_paths(target) == paths  # the path as typed
 
 
 def test_each_probe_set_is_cached_once_per_model_whatever_the_target(plan, monkeypatch):

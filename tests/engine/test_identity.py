@@ -1,15 +1,20 @@
+import hashlib
+
 from r2f_bench.engine.identity import content_id, identities
 
 
 def test_a_local_file_is_its_content_and_any_other_spec_is_itself(tmp_path, monkeypatch):
-    """A GGUF file by its absolute path, a relative one or as a copy is one model; rewritten, another."""
+    """A GGUF file by its absolute path, a relative one, a link of another name (a hub cache's
+    snapshot) or a copy is one model: the hash of its bytes; rewritten, another."""
     model = tmp_path / "m.gguf"
     model.write_bytes(b"GGUF one")
     (tmp_path / "copy").mkdir()
     (tmp_path / "copy" / "m.gguf").write_bytes(b"GGUF one")
+    (tmp_path / "link.gguf").symlink_to(model)
     monkeypatch.chdir(tmp_path / "copy")
     first = content_id(str(model))
-    assert first.startswith("m.gguf@sha256:") and content_id("m.gguf") == content_id("../m.gguf") == first
+    assert first == "sha256:" + hashlib.sha256(b"GGUF one").hexdigest()[:16]
+    assert content_id("m.gguf") == content_id("../m.gguf") == content_id("../link.gguf") == first
     model.write_bytes(b"GGUF two!")
     assert content_id(str(model)) != first
     for spec in ("embedded", "embedded:llama-h32-l2", "HuggingFaceTB/SmolLM2-135M-Instruct", "first-layers:8"):
@@ -22,3 +27,16 @@ def test_the_fields_a_key_holds_otherwise():
     assert identities(hub, uses_proxy=True) == {}
     assert identities(hub, uses_proxy=False) == {"proxy": "embedded-proxy"}
     assert identities({**hub, "proxy": "embedded-proxy"}, uses_proxy=False) == {}
+
+
+def test_a_model_folder_is_every_file_in_it(tmp_path):
+    """Weights, configuration, tokenizer and the chat template all make the model; renaming the folder does not."""
+    folder = tmp_path / "model"
+    folder.mkdir()
+    for name in ("model.safetensors", "config.json", "tokenizer.model"):
+        (folder / name).write_bytes(name.encode())
+    first = content_id(str(folder))
+    (folder / "chat_template.jinja").write_text("{{ messages }}")
+    second = content_id(str(folder))
+    folder.rename(tmp_path / "renamed")
+    assert first != second == content_id(str(tmp_path / "renamed"))

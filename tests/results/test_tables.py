@@ -102,6 +102,20 @@ def test_transfer_matrix():
     assert "transfer-r2f-control-random_step-rwku" in {t.name for t in build_tables(recs)}  # a file name, a label
 
 
+def test_a_local_model_is_grouped_by_its_content_and_named_by_its_file():
+    """Records of one GGUF file given by two paths share a row, named by the file (and its
+    hash's start), not by a hash alone."""
+    local = {"model": "sha256:b179c9523d0e6a0f", "proxy": "sha256:0123456789abcdef"}
+    recs = [{**record("r2f", "rwku", seed, "t1", 50.0 + seed, 90.0, 0.0, 0.9, 1.0, model=m, proxy=p),
+             "identities": named}
+            for seed, m, p, named in [(0, "/a/S.gguf", "/a/P.gguf", local), (1, "../b/S.gguf", "../b/P.gguf", local),
+                                      (0, "/a/S.gguf", "embedded:llama-h64-l2", {"model": local["model"]})]]
+    matrix = next(t for t in build_tables(recs) if t.name == "transfer-r2f-rwku")
+    assert [label for label, _ in matrix.rows] == ["S.gguf (b179c952)"]
+    assert [c.group for c in matrix.columns][::2] == ["embedded:llama-h64-l2", "P.gguf (01234567)"]
+    assert row(matrix, "S.gguf (b179c952)")["sha256:0123456789abcdef.usr"].n == 2
+
+
 def test_table_command_writes_every_format(tmp_path, capsys):
     store = stored(synthetic(), tmp_path / "store")
     table("--output", str(store.root))
