@@ -32,8 +32,9 @@ def content_id(spec: str) -> str:
 
 def folder_digest(folder: Path) -> str:
     """The 16-hex hash of a model folder's files, names and bytes: weights, configuration,
-    tokenizer, chat template, custom code (its sub-folders are not read)."""
-    return _digest(_stamp(sorted(p for p in folder.iterdir() if p.is_file())), True)
+    tokenizer, chat template, custom code (not its sub-folders, nor hidden files such as
+    ``.gitattributes``)."""
+    return _digest(_stamp(sorted(p for p in folder.iterdir() if p.is_file() and not p.name.startswith("."))), True)
 
 
 def _stamp(files: list[Path]) -> tuple[tuple[str, int, int, int], ...]:

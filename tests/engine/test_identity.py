@@ -36,6 +36,8 @@ def test_a_model_folder_is_every_file_in_it(tmp_path):
     for name in ("model.safetensors", "config.json", "tokenizer.model"):
         (folder / name).write_bytes(name.encode())
     first = content_id(str(folder))
+    (folder / ".gitattributes").write_text("*.safetensors filter=lfs")  # hidden: not the model
+    assert content_id(str(folder)) == first
     (folder / "chat_template.jinja").write_text("{{ messages }}")
     second = content_id(str(folder))
     folder.rename(tmp_path / "renamed")
