@@ -24,7 +24,9 @@ def quiet() -> bool:
     return _quiet
 
 
-def bar(iterable: Iterable[Any] | None = None, *, desc: str, total: int | None = None, unit: str = "it") -> tqdm:
-    """A progress bar on stderr that disappears when done (``--quiet``: none)."""
+def bar(iterable: Iterable[Any] | None = None, *, desc: str, total: int | None = None, unit: str = "it",
+        initial: int = 0) -> tqdm:
+    """A progress bar on stderr that disappears when done (``--quiet``: none); ``initial``: what
+    was done before (a resumed teaching)."""
     return tqdm(iterable, desc=desc, total=total, unit=unit, file=sys.stderr, disable=_quiet, leave=False,
-                dynamic_ncols=True, mininterval=0.5)
+                dynamic_ncols=True, mininterval=0.5, initial=initial)

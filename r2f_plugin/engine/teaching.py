@@ -168,7 +168,8 @@ def teach_schedule(model: torch.nn.Module, tokenizer: Any, texts: Sequence[str],
     if done and progress:
         progress(f"teaching: going on from the state saved after {done} of {steps} steps")
     model.train()
-    steps_bar = bar(range(done, steps), desc="teaching", unit="step") if progress else range(done, steps)
+    steps_bar = (bar(range(done, steps), desc="teaching", unit="step", total=steps, initial=done) if progress
+                 else range(done, steps))
     start, announced = time.perf_counter(), False
     saved = start
     for step in steps_bar:
