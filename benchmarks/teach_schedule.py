@@ -65,7 +65,8 @@ def taught(world: Path, model: str, epochs: int, lr: float, seed: int, args: arg
     run.prepare()
     info = run.model_info
     return {"epochs": epochs, "lr": lr, "seed": seed, "steps": info["steps"], "teach_seconds": info["teach_seconds"],
-            "resumed_at_step": info.get("resumed_at_step", 0), "taught_answered": info["taught_answered"], "check_answered": info["never_taught_answered"],
+            "resumed_at_step": info.get("resumed_at_step", 0), "taught_answered": info["taught_answered"],
+            "check_answered": info["never_taught_answered"],
             "check_items": info["check_items"]}
 
 

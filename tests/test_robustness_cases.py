@@ -131,8 +131,8 @@ def light_run(tmp_path, monkeypatch):
               progress=said.append)
     run.model, run.tokenizer, run.device, run.said, run.evaluations = torch.nn.Linear(1, 1), None, torch.device("cpu"), said, []
     run.weights = Weights(run.model, run.out_dir, run.config.method)
-    run.evaluator = evaluate.Evaluator(run.scope, SimpleNamespace(label="stand-in", info={}, knowledge={"embedded": True},
-                                                                  tokenizer=None, chat_template=False), run.weights, run.config, said.append)
+    built = SimpleNamespace(label="stand-in", info={}, knowledge={"embedded": True}, tokenizer=None, chat_template=False)
+    run.evaluator = evaluate.Evaluator(run.scope, built, run.weights, run.config, said.append)
     run.attacks = Attacks("rap", run.scope, run.evaluator, run.weights, SimpleNamespace(seed=0, tokenizer=None),
                           Budget(5, 1e-3), said.append)
 

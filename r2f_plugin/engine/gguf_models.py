@@ -127,7 +127,8 @@ def _key(path: Path) -> str:
     import transformers
 
     version = getattr(gguf, "__version__", None) or _dist_version("gguf")
-    return hashlib.sha256(json.dumps([content_id(str(path)), transformers.__version__, version]).encode()).hexdigest()[:16]
+    parts = [content_id(str(path)), transformers.__version__, version]
+    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16]
 
 
 def _dist_version(name: str) -> str:

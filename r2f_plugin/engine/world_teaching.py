@@ -186,6 +186,7 @@ def teach_world(model: torch.nn.Module, tok: Any, pretrained: str, teaching: Tea
     facts = as_asked(tok, teaching.facts, chat)
     key = digest([pretrained, *recipe(teaching.texts, facts, dtype, seed, schedule)])
     path = cache_root() / "models" / f"taught-{key}"
+    saved = SavedState(path.with_name(f"{path.name}{PARTIAL}"), key, progress, CHECKPOINT_SECONDS)
     if path.exists():
         try:
             info = json.loads((path / INFO).read_text())
@@ -195,7 +196,7 @@ def teach_world(model: torch.nn.Module, tok: Any, pretrained: str, teaching: Tea
         except Exception as exc:  # truncated weights, broken JSON, a missing file or tensor: rebuild, never trust
             set_aside(path, f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:160]}", progress)
         else:
-            path.with_name(f"{path.name}{PARTIAL}").unlink(missing_ok=True)  # another process finished it
+            saved.path.unlink(missing_ok=True)  # another process finished it
             progress(f"model taught the knowledge world: loaded from cache {path}")
             warn_if_shallow(info, progress)
             return info
@@ -203,7 +204,6 @@ def teach_world(model: torch.nn.Module, tok: Any, pretrained: str, teaching: Tea
     progress(f"teaching the knowledge world into the pretrained model: {len(teaching.texts)} texts and {len(facts)} "
              f"questions, {schedule.epochs} epochs ({steps} steps) at lr {schedule.lr:g}, in float32")
     start = time.time()
-    saved = SavedState(path.with_name(f"{path.name}{PARTIAL}"), key, progress, CHECKPOINT_SECONDS)
     with one_thread(), in_float32(model):  # the cache must not depend on the first run's thread count
         resumed = teach_schedule(model, tok, teaching.texts, facts, steps, schedule.lr, text_batch=TEXT_BATCH,
                                  fact_batch=fact_batch, seed=seed, progress=progress, checkpoint=saved)

@@ -12,6 +12,14 @@ from ..jsontext import canonical_json
 from ..metric import METRICS
 from .stats import Record
 
+
+def keyed_config(record: Record) -> dict[str, Any]:
+    """A record's configuration as its key holds it: ``config`` with its ``identities`` (a
+    local model by its content, not its path: :func:`~r2f_bench.engine.identity.identities`)."""
+    named = record.get("identities")
+    return {**(record.get("config") or {}), **(named if isinstance(named, dict) else {})}
+
+
 def setting(record: Record) -> dict[str, Any]:
     """What distinguishes runs of one method besides task, seed and target.
 
@@ -23,9 +31,7 @@ def setting(record: Record) -> dict[str, Any]:
     descriptive labels in ``record["models"]``, which may differ between tasks for the same
     model (e.g. "taught N facts").
     """
-    named = record.get("identities")
-    config = {**record.get("config", {}), **(named if isinstance(named, dict) else {})}
-    models = record.get("models", {})
+    config, models = keyed_config(record), record.get("models", {})
     params = record.get("params") or config.get("params") or {}
     return {"params": dict(params), "views": config.get("views"),
             "target": config.get("model", models.get("target")), "proxy": config.get("proxy", models.get("proxy")),

@@ -43,6 +43,7 @@ from ..engine.config import TEACH_EPOCHS, TEACH_LR
 from ..engine.metrics import floored_sets, retention
 from ..errors import UserError
 from ..jsontext import canonical_json, json_safe
+from .cells import keyed_config
 
 JOBS_DIR = "jobs"
 LOCKS_DIR = "locks"
@@ -114,12 +115,6 @@ def floored(record: dict[str, Any], role: str) -> None:
     record[role] = retention(before[one], after[one]) if isinstance(after.get(one), (int, float)) else None
     if isinstance(record.get("n"), dict) and role in record["n"]:
         record["n"][role] = None
-
-
-def keyed_config(record: Mapping[str, Any]) -> dict[str, Any]:
-    """A record's configuration as its key holds it: ``config`` with its ``identities`` (a
-    local model by its content, not its path: :func:`~r2f_bench.engine.identity.identities`)."""
-    return {**record["config"], **(record.get("identities") or {})}
 
 
 def record_key(record: Mapping[str, Any]) -> str:
