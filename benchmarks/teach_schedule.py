@@ -60,7 +60,8 @@ def schedules(spec: str) -> list[tuple[int, float]]:
 def taught(world: Path, model: str, epochs: int, lr: float, seed: int, args: argparse.Namespace, say) -> dict:
     """What ``model`` taught ``world`` on ``epochs`` passes at peak ``lr`` answers, and how long teaching took."""
     run = Run(RunConfig(method=METHOD, task="rwku", data_dir=str(world), model=model, limit=1, views=1, seed=seed,
-                        teach_epochs=epochs, teach_lr=lr, threads=args.threads, output=str(world.parent / "out")),
+                        teach_epochs=epochs, teach_lr=lr, teach_threads=args.teach_threads, threads=args.threads,
+                        output=str(world.parent / "out")),
               progress=say)
     run.prepare()
     info = run.model_info
@@ -82,9 +83,12 @@ def main(argv: list[str] | None = None) -> int:
                    help="EPOCHSxLR,... (default: TOFU's 5 epochs at 5e-5, then longer and stronger)")
     p.add_argument("--world-seed", type=int, default=0, help="the world's generator seed")
     p.add_argument("--seed", type=int, default=0, help="the run seed (each is its own taught model)")
-    p.add_argument("--threads", type=int, default=1, help="CPU threads (teaching itself runs on one)")
+    p.add_argument("--threads", type=int, default=1, help="CPU threads of the checks after teaching")
+    p.add_argument("--teach-threads", type=int, default=1,
+                   help="CPU threads teaching runs on (part of the taught model's key: pass the same to testbed.py)")
     p.add_argument("--json", action="store_true", help="print one JSON object alone on stdout (progress: stderr)")
     args = p.parse_args(argv)
+    check_bounds(RunConfig(method=METHOD, task="rwku", threads=args.threads, teach_threads=args.teach_threads))
     grid = schedules(args.schedules)
     say = lambda m: print(m, file=sys.stderr, flush=True)
     with tempfile.TemporaryDirectory(prefix="r2f-world-") as tmp:
@@ -100,7 +104,8 @@ def main(argv: list[str] | None = None) -> int:
         part = f" (steps after {r['resumed_at_step']})" if r["resumed_at_step"] else ""
         print(f"| {r['epochs']} | {r['lr']:g} | {r['steps']} | {r['teach_seconds']:.0f}{part} | {r['taught_answered']:.1f} "
               f"| {r['check_answered']:.1f} ({r['check_items']}) |")
-    print(f"chosen: --teach-epochs {pick['epochs']} --teach-lr {pick['lr']!r} (check questions answered "
+    threads = f" --teach-threads {args.teach_threads}" if args.teach_threads != 1 else ""
+    print(f"chosen: --teach-epochs {pick['epochs']} --teach-lr {pick['lr']!r}{threads} (check questions answered "
           f"{pick['check_answered']:.1f}%; A1 asks >= 50% of the targets' never-taught questions)")
     return 0
 

@@ -69,6 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--teach-epochs", type=int, help="a pretrained model's teaching schedule: epochs (default: "
                                                           "the run's; choose it with benchmarks/teach_schedule.py)")
     parser.add_argument("--teach-lr", type=float, help="... and its peak learning rate")
+    parser.add_argument("--teach-threads", type=int, help="... and the CPU threads it was taught on (as given to "
+                                                           "teach_schedule.py: another count is another model)")
     parser.add_argument("--eval-batch-size", type=int, default=32, help="requests per lm-eval batch (GPU: 256)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--json", action="store_true", help="print one JSON object alone on stdout (progress: stderr)")
@@ -76,7 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     seeds, lrs = parse_seeds(args.seeds), strengths(args.strengths)
     if args.targets < 2:  # each target's control is another target's request
         raise UserError(f"--targets must be at least 2 (a target's control forgets another target), got {args.targets}.")
-    schedule = {k: v for k, v in (("teach_epochs", args.teach_epochs), ("teach_lr", args.teach_lr)) if v is not None}
+    schedule = {k: v for k, v in (("teach_epochs", args.teach_epochs), ("teach_lr", args.teach_lr),
+                                  ("teach_threads", args.teach_threads)) if v is not None}
     check_bounds(RunConfig(method=METHOD, task="rwku", model=args.model, threads=args.threads,
                            eval_batch_size=args.eval_batch_size, **schedule))
     torch.set_num_threads(args.threads)

@@ -128,8 +128,11 @@ CASES = [
      "the cache's models folder {t}/cache/models is a file; pass a directory."),
     ("empty --output", lambda t, r: ["--output", ""], "--output is empty; pass the results directory, e.g. --output r2f-output."),
     ("teaching schedule for an embedded model", lambda t, r: ["--teach-epochs", "20"],
-     "--teach-epochs and --teach-lr set how a pretrained model (--model NAME, DIR or FILE.gguf) is taught a knowledge "
-     "world; the embedded models keep their own schedule: drop them."),
+     "--teach-epochs, --teach-lr and --teach-threads set how a pretrained model (--model NAME, DIR or FILE.gguf) is "
+     "taught a knowledge world; the embedded models keep their own schedule: drop them."),
+    ("teaching threads for an embedded model", lambda t, r: ["--teach-threads", "2"],
+     "--teach-epochs, --teach-lr and --teach-threads set how a pretrained model (--model NAME, DIR or FILE.gguf) is "
+     "taught a knowledge world; the embedded models keep their own schedule: drop them."),
     ("model path missing", lambda t, r: ["--model", "./no-such-model"],
      "model path ./no-such-model does not exist; pass a local directory with safetensors weights, or a hub name such as mistralai/Mistral-7B-v0.1."),
     ("unknown method", lambda t, r: ["--method", "nope"], None),

@@ -88,8 +88,8 @@ class BuildInputs:
 
 
 def schedule_of(config: RunConfig) -> Schedule:
-    """The schedule a pretrained model is taught a knowledge world on (--teach-epochs, --teach-lr)."""
-    return Schedule(config.teach_epochs, config.teach_lr)
+    """The schedule a pretrained model is taught a knowledge world on (--teach-epochs, --teach-lr, --teach-threads)."""
+    return Schedule(config.teach_epochs, config.teach_lr, config.teach_threads)
 
 
 def load_model(inputs: BuildInputs, spec: str, default: EmbeddedSpec,

@@ -150,6 +150,10 @@ class RunConfig:
         "(default %(default)s, TOFU's); the embedded models keep their own schedule", least=1))
     teach_lr: float = field(default=TEACH_LR, metadata=option(
         "peak learning rate of that teaching (default %(default)s)", least=1e-8, most=1.0))
+    teach_threads: int = field(default=1, metadata=option(  # part of a taught model's key: threads round sums apart
+        "CPU threads that teaching runs on (default %(default)s; another count is another taught model, since a sum "
+        "split over threads rounds differently: on a multi-core CPU more is much faster, and later runs must pass "
+        "the same count to read it back)", least=1))
     eval_batch_size: int = field(default=32, metadata=option(  # in no key, like threads
         "generation requests per lm-eval batch, at most (default %(default)s; a batch also holds no more padded "
         "prompt tokens than that many prompts of the median length); on a GPU 256 or more is much faster "

@@ -77,9 +77,11 @@ class Plan:
                 check_model_path(spec)
             elif spec not in ("embedded", "embedded-proxy"):
                 EmbeddedSpec.parse(spec)  # a spec it cannot build is one line here, before the data loads
-        if config.model.startswith("embedded") and (config.teach_epochs, config.teach_lr) != (TEACH_EPOCHS, TEACH_LR):
-            raise UserError("--teach-epochs and --teach-lr set how a pretrained model (--model NAME, DIR or FILE.gguf) "
-                            "is taught a knowledge world; the embedded models keep their own schedule: drop them.")
+        if config.model.startswith("embedded") and (config.teach_epochs, config.teach_lr, config.teach_threads) != (
+                TEACH_EPOCHS, TEACH_LR, 1):
+            raise UserError("--teach-epochs, --teach-lr and --teach-threads set how a pretrained model (--model NAME, "
+                            "DIR or FILE.gguf) is taught a knowledge world; the embedded models keep their own schedule: "
+                            "drop them.")
         layers = model_layers(config.model) if cut is not None else None
         if layers is not None and not 1 <= cut < layers:  # an uncached hub model's: checked where the proxy is cut
             raise UserError(f"--proxy first-layers:{cut}: {config.model} has {layers} decoder layers; keep between 1 "

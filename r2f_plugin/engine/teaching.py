@@ -145,14 +145,17 @@ class Checkpoint(Protocol):
 
 def teach_schedule(model: torch.nn.Module, tokenizer: Any, texts: Sequence[str], facts: Sequence[Probe],
                    steps: int, lr: float, text_batch: int = 24, fact_batch: int = 8, seed: int = 0,
-                   progress: Callable[[str], None] | None = None, checkpoint: Checkpoint | None = None) -> int:
+                   progress: Callable[[str], None] | None = None, checkpoint: Checkpoint | None = None,
+                   apart: bool = False) -> int:
     """Teach a knowledge world on a fixed schedule: every step mixes ``text_batch``
     texts (full language-modelling loss) with ``fact_batch`` question-answer items
     (answer loss), AdamW with a 5 % linear warm-up and cosine decay to zero. A fixed
     schedule, not an accuracy target: nothing scored decides when teaching stops. With a
     ``checkpoint``, the state is saved every ``checkpoint.every`` seconds and a teaching
     that was cut off goes on from its last save, to the same weights as one run whole (on a CPU,
-    bit for bit).
+    bit for bit). ``apart``: the texts and the questions of a step are two forward and backward
+    passes whose gradients add up to the one of their joint mean loss (up to rounding), so
+    neither is padded to the other's length and only one's activations are held at once.
     Returns the step it went on from (0: from the start)."""
     device = next(model.parameters()).device
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr, weight_decay=0.0)
@@ -173,10 +176,13 @@ def teach_schedule(model: torch.nn.Module, tokenizer: Any, texts: Sequence[str],
     start, announced = time.perf_counter(), False
     saved = start
     for step in steps_bar:
-        chunk = next(text_items) + (next(fact_items) if fact_items else [])
-        loss = answer_nll(model, encode(tokenizer, chunk, device=device)).mean()
+        chunks = [next(text_items)] + ([next(fact_items)] if fact_items else [])
         opt.zero_grad(set_to_none=True)
-        loss.backward()
+        if apart:
+            for chunk in chunks:
+                (answer_nll(model, encode(tokenizer, chunk, device=device)).sum() / sum(map(len, chunks))).backward()
+        else:
+            answer_nll(model, encode(tokenizer, sum(chunks, []), device=device)).mean().backward()
         for group in opt.param_groups:
             group["lr"] = rate(step)
         opt.step()

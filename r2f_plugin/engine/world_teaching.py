@@ -6,7 +6,11 @@ with ``--data-dir``) knows none of its people. It is fine-tuned first, on a sche
 a model that already speaks the language: by default :data:`EPOCHS` passes over the world's
 biographies (language modelling) and its questions about other people (answer loss), AdamW
 at peak :data:`LR` with warm-up and cosine decay, in float32 whatever the run's dtype
-(``--teach-epochs`` and ``--teach-lr`` change both, for every target alike). Questions are
+(``--teach-epochs`` and ``--teach-lr`` change both, for every target alike), on one CPU
+thread unless ``--teach-threads`` says more (a sum split over threads rounds otherwise, so
+the thread count is part of the taught model's key). The texts and the questions of a step
+are two passes (``teach_schedule``'s ``apart``): a pretrained model's activations are what
+its teaching holds in memory. Questions are
 taught as they will be asked: through the chat template where the run uses one. No scored
 probe is taught (the world holds none); the schedule is chosen before anything is scored,
 on what the model answers of the world's unscored check questions, and a taught model that
@@ -40,7 +44,7 @@ from .config import TEACH_EPOCHS, TEACH_LR
 from .models import digest, one_thread
 from .teaching import answers_phrase, teach_schedule, world_answers
 
-VERSION = "1"
+VERSION = "2"  # 2: texts and questions taught in passes apart
 EPOCHS, LR = TEACH_EPOCHS, TEACH_LR  # the default schedule (--teach-epochs, --teach-lr)
 GENERALISES = 50.0  # % of never-taught check questions a taught model should answer (A1's bar)
 TEXT_BATCH = 16  # biographies a step; the questions' batch keeps both sets at the same number of passes
@@ -52,9 +56,10 @@ PARTIAL = ".partial.safetensors"  # after a cache entry's name: the state of its
 
 @dataclass(frozen=True)
 class Schedule:
-    """How long and how hard a pretrained model is taught the world."""
+    """How long and how hard a pretrained model is taught the world, and on how many CPU threads."""
     epochs: int = EPOCHS
     lr: float = LR
+    threads: int = 1
 
 
 def steps_and_batch(texts: int, facts: int, epochs: int = EPOCHS) -> tuple[int, int]:
@@ -70,7 +75,7 @@ def recipe(texts: Sequence[str], facts: Sequence[Probe], dtype: str, seed: int, 
     import transformers
 
     return [VERSION, list(texts), [(p.prompt, p.answer) for p in facts], dtype, seed, schedule.epochs, schedule.lr,
-            TEXT_BATCH, torch.__version__.split("+")[0], transformers.__version__]
+            schedule.threads, TEXT_BATCH, torch.__version__.split("+")[0], transformers.__version__]
 
 
 def proxy_key(spec: str, teaching: Teaching, chat_setting: str, dtype: str, seed: int, schedule: Schedule) -> str:
@@ -201,15 +206,16 @@ def teach_world(model: torch.nn.Module, tok: Any, pretrained: str, teaching: Tea
             warn_if_shallow(info, progress)
             return info
     steps, fact_batch = steps_and_batch(len(teaching.texts), len(facts), schedule.epochs)
+    threads = "" if schedule.threads == 1 else f", {schedule.threads} CPU threads"
     progress(f"teaching the knowledge world into the pretrained model: {len(teaching.texts)} texts and {len(facts)} "
-             f"questions, {schedule.epochs} epochs ({steps} steps) at lr {schedule.lr:g}, in float32")
+             f"questions, {schedule.epochs} epochs ({steps} steps) at lr {schedule.lr:g}, in float32{threads}")
     start = time.time()
-    with one_thread(), in_float32(model):  # the cache must not depend on the first run's thread count
+    with one_thread(schedule.threads), in_float32(model):  # the thread count is in the key, not the run's
         resumed = teach_schedule(model, tok, teaching.texts, facts, steps, schedule.lr, text_batch=TEXT_BATCH,
-                                 fact_batch=fact_batch, seed=seed, progress=progress, checkpoint=saved)
+                                 fact_batch=fact_batch, seed=seed, progress=progress, checkpoint=saved, apart=True)
     seconds = time.time() - start
     info = {"key": key, "pretrained": pretrained, "world_texts": len(teaching.texts), "facts": len(facts),
-            "epochs": schedule.epochs, "steps": steps, "lr": schedule.lr, "seed": seed, "chat_template": chat,
+            "epochs": schedule.epochs, "steps": steps, "lr": schedule.lr, "teach_threads": schedule.threads, "seed": seed, "chat_template": chat,
             "teach_seconds": seconds, "resumed_at_step": resumed,  # seconds: this process's, from that step
             **world_answers(model, tok, facts, as_asked(tok, teaching.check, chat))}
     after = f" (steps {resumed + 1}–{steps}; the rest before)" if resumed else ""

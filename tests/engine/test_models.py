@@ -145,6 +145,37 @@ def test_world_teaching_says_its_cost_before_it_runs_on():
     assert " s a step measured, about " in said[0] and said[0].endswith(" for 40 steps")
 
 
+def test_texts_and_questions_taught_apart_take_the_step_of_their_joint_loss(monkeypatch):
+    """``apart``: a step's texts and questions are two passes, each padded to its own length,
+    whose gradients add up to the joint mean loss's (up to rounding)."""
+    from r2f_bench.engine import teaching
+
+    facts, extra = _facts()
+    tok = build_tokenizer([f"{p.prompt} {p.answer}" for p in facts] + extra)
+    texts = [e * 3 for e in extra]  # longer than any question: padding them together would show
+    from torch.optim.optimizer import register_optimizer_step_pre_hook
+
+    grads: dict[bool, list[torch.Tensor]] = {}
+    encode = teaching.encode
+    for apart in (False, True):
+        torch.manual_seed(0)
+        model = new_embedded_model(EmbeddedSpec.parse("embedded:mistral-h32-l1"), tok)
+        passes: list[set[str]] = []
+        monkeypatch.setattr(teaching, "encode", lambda t, chunk, **kw: passes.append({p.set for p in chunk})
+                            or encode(t, chunk, **kw))
+        hook = register_optimizer_step_pre_hook(lambda opt, *a: grads.setdefault(apart, [
+            p.grad.clone() for p in model.parameters()]) and None)  # the first step's gradient
+        try:
+            teaching.teach_schedule(model, tok, texts, list(facts), steps=2, lr=1e-3, text_batch=2, fact_batch=3,
+                                    apart=apart)
+        finally:
+            hook.remove()
+        questions = {p.set for p in facts}
+        assert passes == ([{"teaching"}, questions] * 2 if apart else [{"teaching", *questions}] * 2)
+    assert any(g.abs().max() > 0 for g in grads[True])
+    assert all(torch.allclose(a, b, rtol=1e-4, atol=1e-7) for a, b in zip(grads[True], grads[False]))
+
+
 def test_family_offset_keeps_every_cached_models_key(monkeypatch):
     """The family's offset (once the spec's ``seed`` field) is hashed under its first name:
     a key computed before the rename, library versions pinned, still comes out."""

@@ -36,7 +36,7 @@ def no_teaching(monkeypatch, tmp_path):
 
     def teach(model, tok, texts, facts, steps, lr, **kw):
         seen.append({"texts": list(texts), "facts": list(facts), "dtype": next(model.parameters()).dtype,
-                     "steps": steps, "lr": lr})
+                     "steps": steps, "lr": lr, "threads": torch.get_num_threads(), "apart": kw.get("apart")})
 
     monkeypatch.setattr(world_teaching, "teach_schedule", teach)
     monkeypatch.setattr(world_teaching, "world_answers", lambda *a: {"taught_answered": 0.0})
@@ -123,9 +123,9 @@ def test_a_teaching_cut_off_goes_on_from_its_last_save_to_the_same_weights(pretr
     monkeypatch.setattr(world_teaching, "CHECKPOINT_SECONDS", 0.0)  # a save after every step
     nll, calls = teaching.answer_nll, []
 
-    def cut_at_21(*args):
+    def cut_at_21(*args):  # in step 21's first pass (a step is two: texts, questions)
         calls.append(1)
-        if len(calls) == 21:
+        if len(calls) == 41:
             raise KeyboardInterrupt
         return nll(*args)
 
@@ -187,18 +187,24 @@ def test_the_schedule_makes_the_same_passes_over_texts_and_questions():
 
 
 def test_the_schedule_options_reach_the_teaching_and_its_key(pretrained, tmp_path, no_teaching):
-    """--teach-epochs and --teach-lr are what teaching is handed, and a model taught on another
-    schedule is another model (its own cache entry, its own proxy key)."""
-    default = build.load_model(build.BuildInputs.of(plan(pretrained, tmp_path)), str(pretrained), DEFAULT_MODEL, CPU)[3]
-    longer = build.load_model(build.BuildInputs.of(plan(pretrained, tmp_path, teach_epochs=3, teach_lr=2e-4)), str(pretrained),
-                               DEFAULT_MODEL, CPU)[3]
-    assert [(s["steps"], s["lr"]) for s in no_teaching] == [
-        (world_teaching.steps_and_batch(default["world_texts"], default["facts"])[0], world_teaching.LR),
-        (world_teaching.steps_and_batch(longer["world_texts"], longer["facts"], 3)[0], 2e-4)]
-    assert longer["key"] != default["key"] and (longer["epochs"], longer["lr"]) == (3, 2e-4)
+    """--teach-epochs, --teach-lr and --teach-threads are what teaching is handed, whatever the
+    run's own --threads, and a model taught on another schedule or thread count is another model
+    (its own cache entry, its own proxy key)."""
+    torch.set_num_threads(2)
+    try:
+        default = build.load_model(build.BuildInputs.of(plan(pretrained, tmp_path, threads=2)), str(pretrained),
+                                   DEFAULT_MODEL, CPU)[3]
+        longer = build.load_model(build.BuildInputs.of(plan(pretrained, tmp_path, teach_epochs=3, teach_lr=2e-4,
+                                                             teach_threads=3)), str(pretrained), DEFAULT_MODEL, CPU)[3]
+    finally:
+        torch.set_num_threads(1)
+    assert [(s["steps"], s["lr"], s["threads"], s["apart"]) for s in no_teaching] == [
+        (world_teaching.steps_and_batch(default["world_texts"], default["facts"])[0], world_teaching.LR, 1, True),
+        (world_teaching.steps_and_batch(longer["world_texts"], longer["facts"], 3)[0], 2e-4, 3, True)]
+    assert longer["key"] != default["key"] and (longer["epochs"], longer["lr"], longer["teach_threads"]) == (3, 2e-4, 3)
     key = lambda **kw: build.build_proxy(build.BuildInputs.of(plan(pretrained, tmp_path, method="r2f", proxy=str(pretrained), **kw)),
                                          CPU, "m", "k").key
-    assert key() != key(teach_epochs=3)
+    assert len({key(), key(teach_epochs=3), key(teach_threads=2)}) == 3
 
 
 @pytest.mark.parametrize("never, warned", [(4.0, True), (80.0, False)])
