@@ -96,7 +96,8 @@ def main(argv: list[str] | None = None) -> int:
         rows = [taught(world, args.model, e, lr, args.seed, args, say) for e, lr in grid]
     pick = choose(rows)
     if args.json:
-        print(json.dumps({"world_seed": args.world_seed, "schedules": rows, "chosen": pick}))
+        print(json.dumps({"world_seed": args.world_seed, "teach_threads": args.teach_threads, "schedules": rows,
+                          "chosen": pick}))
         return 0
     print("| epochs | peak lr | steps | teaching s | taught answered % | check answered % (n) |")
     print("|---:|---:|---:|---:|---:|---:|")

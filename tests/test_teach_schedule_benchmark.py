@@ -50,6 +50,31 @@ def test_each_schedule_is_taught_and_the_chosen_one_is_read_back(pretrained, tmp
     assert not any(m.startswith("teaching the knowledge world") for m in said)
 
 
+def test_the_teaching_threads_reach_every_schedule_and_the_chosen_line(monkeypatch, capsys):
+    """--teach-threads is part of the taught model's key: each schedule's run is handed it, and
+    the line naming the choice carries it (testbed.py must be given the same to read it back)."""
+    teach, seen = script(), []
+
+    class Taught:
+        def __init__(self, config, progress):
+            seen.append(config)
+            self.model_info = {"steps": 53 * config.teach_epochs, "teach_seconds": 1.0, "taught_answered": 50.0,
+                               "never_taught_answered": 10.0 * config.teach_epochs, "check_items": 200}
+
+        def prepare(self):
+            pass
+
+    monkeypatch.setattr(teach, "Run", Taught)
+    assert teach.main(["--model", "m", "--schedules", "1x1e-4,2x1e-4", "--teach-threads", "2"]) == 0
+    assert [(c.teach_epochs, c.teach_threads) for c in seen] == [(1, 2), (2, 2)]
+    assert "chosen: --teach-epochs 2 --teach-lr 0.0001 --teach-threads 2 (" in capsys.readouterr().out
+    from r2f_bench.errors import UserError
+
+    with pytest.raises(UserError, match=r"^--teach-threads must be at least 1, got 0\.$"):
+        teach.main(["--model", "m", "--schedules", "1x1e-4", "--teach-threads", "0"])
+    assert len(seen) == 2  # refused before any teaching
+
+
 def test_the_choice_is_the_most_check_questions_answered_then_the_fewest_steps():
     rows = [{"check_answered": 40.0, "steps": 50}, {"check_answered": 60.0, "steps": 200},
             {"check_answered": 60.0, "steps": 100}, {"check_answered": 10.0, "steps": 10}]
@@ -79,6 +104,7 @@ def test_a_schedule_out_of_the_runs_range_is_refused_before_any_teaching():
     (["--strengths", "1e-3:1e-4:5"], r"--strengths '1e-3:1e-4:5': write LO:HI:N .*"),
     (["--strengths", "1e-4,nan"], r"--strengths '1e-4,nan': write LO:HI:N .*"),
     (["--threads", "0"], r"--threads must be at least 1, got 0\."),
+    (["--teach-threads", "0"], r"--teach-threads must be at least 1, got 0\."),
     (["--targets", "1"], r"--targets must be at least 2 \(a target's control forgets another target\), got 1\."),
 ])
 def test_the_acceptance_script_refuses_bad_options_before_teaching(argv, line, monkeypatch):
@@ -102,8 +128,9 @@ def test_the_acceptance_checks_run_on_the_schedule_given(monkeypatch, capsys):
 
     monkeypatch.setattr(testbed, "check_world", check_world)
     monkeypatch.setattr(testbed, "passes", lambda result: {"A1": False})
-    assert testbed.main(["--model", "m", "--teach-epochs", "20", "--teach-lr", "1e-4", "--json"]) == 1
-    assert (seen[0]["teach_epochs"], seen[0]["teach_lr"]) == (20, 1e-4)
+    assert testbed.main(["--model", "m", "--teach-epochs", "20", "--teach-lr", "1e-4", "--teach-threads", "2",
+                         "--json"]) == 1
+    assert (seen[0]["teach_epochs"], seen[0]["teach_lr"], seen[0]["teach_threads"]) == (20, 1e-4, 2)
     assert json.loads(capsys.readouterr().out)["teach_epochs"] == 20
     testbed.main(["--model", "m", "--json"])
-    assert "teach_epochs" not in seen[1] and "teach_lr" not in seen[1]
+    assert not {"teach_epochs", "teach_lr", "teach_threads"} & seen[1].keys()

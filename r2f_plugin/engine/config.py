@@ -28,7 +28,7 @@ CHAT_TEMPLATES = ("auto", "on", "off")  # --chat-template
 CONTROLS = ("none", "other_request", "random_step")  # --control: r2f_bench.engine.controls
 # a pretrained model taught a knowledge world (engine/world_teaching): TOFU fine-tunes 5 epochs; a small
 # peak rate for a model that already speaks the language (TOFU: 1e-5 to 2e-5 at 1.3B-7B parameters)
-TEACH_EPOCHS, TEACH_LR = 5, 5e-5
+TEACH_EPOCHS, TEACH_LR, TEACH_THREADS = 5, 5e-5, 1
 DEVICE_MAPS = ("auto", "balanced", "balanced_low_0", "sequential")  # Accelerate's placement strategies
 FAMILIES = ("mistral", "llama", "gpt2")  # embedded model families (transformers model types)
 MAX_VIEWS = 64  # views per fact: the paper uses 5, the views ablation 1-8
@@ -150,7 +150,7 @@ class RunConfig:
         "(default %(default)s, TOFU's); the embedded models keep their own schedule", least=1))
     teach_lr: float = field(default=TEACH_LR, metadata=option(
         "peak learning rate of that teaching (default %(default)s)", least=1e-8, most=1.0))
-    teach_threads: int = field(default=1, metadata=option(  # part of a taught model's key: threads round sums apart
+    teach_threads: int = field(default=TEACH_THREADS, metadata=option(  # part of a taught model's key: threads round sums apart
         "CPU threads that teaching runs on (default %(default)s; another count is another taught model, since a sum "
         "split over threads rounds differently: on a multi-core CPU more is much faster, and later runs must pass "
         "the same count to read it back)", least=1))

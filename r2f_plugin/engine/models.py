@@ -37,9 +37,9 @@ WORLD_LR = 3e-3
 
 
 @contextmanager
-def one_thread(n: int = 1) -> Iterator[None]:
-    """Within the block torch runs on one intra-op thread (or ``n``). Teaching is seeded, but a
-    sum split over two threads rounds differently from one, and 3,000 steps amplify it: the
+def pinned_threads(n: int = 1) -> Iterator[None]:
+    """Within the block torch runs on ``n`` intra-op threads (one by default). Teaching is seeded,
+    but a sum split over two threads rounds differently from one, and 3,000 steps amplify it: the
     same seeds taught on 2 threads answered 91 % of never-taught questions, on 1, 75 %."""
     threads = torch.get_num_threads()
     torch.set_num_threads(n)
@@ -89,7 +89,7 @@ def embedded_model(spec: EmbeddedSpec, facts: Sequence[Probe], extra_texts: Sequ
 
     texts = teaching_texts(facts, extra_texts) + list(world)
     tok = build_tokenizer(texts)
-    with one_thread():  # the cached model must not depend on how many threads its first run had
+    with pinned_threads():  # the cached model must not depend on how many threads its first run had
         if world:
             model, info = _teach_world(spec, tok, world, facts, check, progress, device, seed)
         else:

@@ -20,7 +20,8 @@ from ..errors import UserError
 from ..plugins import registry
 from ..task import HELD_OUT, SEEN
 from . import protocol
-from .config import CONTROLS, SPLITS, TEACH_EPOCHS, TEACH_LR, RunConfig, check_bounds
+from . import world_teaching
+from .config import CONTROLS, SPLITS, TEACH_EPOCHS, TEACH_LR, TEACH_THREADS, RunConfig, check_bounds
 from .embedded import DEFAULT_MODEL, DEFAULT_PROXY, EmbeddedSpec
 from .pretrained import check_model_path, decoder_layers, first_layers_of
 from .scope import Scope, scored_split
@@ -77,11 +78,11 @@ class Plan:
                 check_model_path(spec)
             elif spec not in ("embedded", "embedded-proxy"):
                 EmbeddedSpec.parse(spec)  # a spec it cannot build is one line here, before the data loads
-        if config.model.startswith("embedded") and (config.teach_epochs, config.teach_lr, config.teach_threads) != (
-                TEACH_EPOCHS, TEACH_LR, 1):
+        schedule = (config.teach_epochs, config.teach_lr, config.teach_threads)
+        if config.model.startswith("embedded") and schedule != (TEACH_EPOCHS, TEACH_LR, TEACH_THREADS):
             raise UserError("--teach-epochs, --teach-lr and --teach-threads set how a pretrained model (--model NAME, "
-                            "DIR or FILE.gguf) is taught a knowledge world; the embedded models keep their own schedule: "
-                            "drop them.")
+                            "DIR or FILE.gguf) is taught a knowledge world; the embedded models keep their own "
+                            "schedule: drop them.")
         layers = model_layers(config.model) if cut is not None else None
         if layers is not None and not 1 <= cut < layers:  # an uncached hub model's: checked where the proxy is cut
             raise UserError(f"--proxy first-layers:{cut}: {config.model} has {layers} decoder layers; keep between 1 "
@@ -112,6 +113,10 @@ class Plan:
         self.config = config
         self.source = self.task.locate(config.data_dir)
         self.bench = self.task.load(self.source, config.targets, config.limit, config.dev_targets, config.forget_source)
+        pretrained = [spec for spec in (config.model, *((config.proxy,) if reads_proxy else ()))
+                      if not spec.startswith("embedded")]
+        if pretrained and self.bench.world is not None:  # how it is taught the world is part of what a record is
+            self._versions["world-teaching"] = world_teaching.VERSION
         protocol.check(self.bench, config.task)
         self._check_dev_targets()
         if config.targets:  # by the ids the task resolved (a number, a name, an id split at its comma): one store key

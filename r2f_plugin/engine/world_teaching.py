@@ -40,8 +40,8 @@ from ..cache import cache_root
 from ..data import Probe, Teaching
 from ..errors import UserError
 from ..training.encoding import as_asked
-from .config import TEACH_EPOCHS, TEACH_LR
-from .models import digest, one_thread
+from .config import TEACH_EPOCHS, TEACH_LR, TEACH_THREADS
+from .models import digest, pinned_threads
 from .teaching import answers_phrase, teach_schedule, world_answers
 
 VERSION = "2"  # 2: texts and questions taught in passes apart
@@ -59,7 +59,7 @@ class Schedule:
     """How long and how hard a pretrained model is taught the world, and on how many CPU threads."""
     epochs: int = EPOCHS
     lr: float = LR
-    threads: int = 1
+    threads: int = TEACH_THREADS
 
 
 def steps_and_batch(texts: int, facts: int, epochs: int = EPOCHS) -> tuple[int, int]:
@@ -206,16 +206,17 @@ def teach_world(model: torch.nn.Module, tok: Any, pretrained: str, teaching: Tea
             warn_if_shallow(info, progress)
             return info
     steps, fact_batch = steps_and_batch(len(teaching.texts), len(facts), schedule.epochs)
-    threads = "" if schedule.threads == 1 else f", {schedule.threads} CPU threads"
+    threads = "" if schedule.threads == TEACH_THREADS else f", {schedule.threads} CPU threads"
     progress(f"teaching the knowledge world into the pretrained model: {len(teaching.texts)} texts and {len(facts)} "
              f"questions, {schedule.epochs} epochs ({steps} steps) at lr {schedule.lr:g}, in float32{threads}")
     start = time.time()
-    with one_thread(schedule.threads), in_float32(model):  # the thread count is in the key, not the run's
+    with pinned_threads(schedule.threads), in_float32(model):  # the thread count is in the key, not the run's
         resumed = teach_schedule(model, tok, teaching.texts, facts, steps, schedule.lr, text_batch=TEXT_BATCH,
                                  fact_batch=fact_batch, seed=seed, progress=progress, checkpoint=saved, apart=True)
     seconds = time.time() - start
     info = {"key": key, "pretrained": pretrained, "world_texts": len(teaching.texts), "facts": len(facts),
-            "epochs": schedule.epochs, "steps": steps, "lr": schedule.lr, "teach_threads": schedule.threads, "seed": seed, "chat_template": chat,
+            "epochs": schedule.epochs, "steps": steps, "lr": schedule.lr, "teach_threads": schedule.threads,
+            "seed": seed, "chat_template": chat,
             "teach_seconds": seconds, "resumed_at_step": resumed,  # seconds: this process's, from that step
             **world_answers(model, tok, facts, as_asked(tok, teaching.check, chat))}
     after = f" (steps {resumed + 1}–{steps}; the rest before)" if resumed else ""

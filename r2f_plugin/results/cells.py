@@ -8,6 +8,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+from ..engine.config import TEACH_EPOCHS, TEACH_LR, TEACH_THREADS
 from ..jsontext import canonical_json
 from ..metric import METRICS
 from .stats import Record
@@ -29,14 +30,26 @@ def setting(record: Record) -> dict[str, Any]:
     configured overrides. Models are identified as the record's key holds them (the spec
     the run was given, a local file or folder by its content: ``identities``), not by the
     descriptive labels in ``record["models"]``, which may differ between tasks for the same
-    model (e.g. "taught N facts").
+    model (e.g. "taught N facts"). A pretrained model taught a knowledge world on another
+    schedule is another model (``teaching``).
     """
     config, models = keyed_config(record), record.get("models", {})
     params = record.get("params") or config.get("params") or {}
     return {"params": dict(params), "views": config.get("views"),
             "target": config.get("model", models.get("target")), "proxy": config.get("proxy", models.get("proxy")),
             "request": record.get("request_source"), "retain_items": config.get("retain_items"),
-            "paraphraser": config.get("paraphraser"), "control": config.get("control", "none")}
+            "paraphraser": config.get("paraphraser"), "control": config.get("control", "none"),
+            "teaching": teaching(config)}
+
+
+def teaching(config: Mapping[str, Any]) -> str | None:
+    """A run's world-teaching schedule as ``EPOCHSxLR`` (``, N threads``), or None at the
+    defaults (every embedded model's, and every run made before the options existed)."""
+    epochs, lr = config.get("teach_epochs", TEACH_EPOCHS), config.get("teach_lr", TEACH_LR)
+    threads = config.get("teach_threads", TEACH_THREADS)
+    if (epochs, lr, threads) == (TEACH_EPOCHS, TEACH_LR, TEACH_THREADS):
+        return None
+    return f"{epochs}x{lr:g}" + (f", {threads} threads" if threads != TEACH_THREADS else "")
 
 
 def model_name(record: Record, role: str) -> str:
@@ -49,7 +62,8 @@ def model_name(record: Record, role: str) -> str:
     return str(value)
 
 
-SETTING_FIELDS = ("params", "views", "target", "proxy", "request", "retain_items", "paraphraser", "control")
+SETTING_FIELDS = ("params", "views", "target", "proxy", "request", "retain_items", "paraphraser", "control",
+                  "teaching")
 
 
 def row_name(record: Record) -> str:
@@ -79,7 +93,7 @@ def setting_label(s: Mapping[str, Any], fields: Sequence[str]) -> str:
         if name:
             if name in s.get(group, {}):
                 parts.append(f"{name}={s[group][name]}")
-        elif f in s:
+        elif s.get(f) is not None:  # unset (a default schedule, say): nothing to name
             parts.append(f"{f}={s[f]}")
     return ", ".join(parts)
 

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from ..atomic import atomic_write_text, check_writable
-from ..engine.config import TEACH_EPOCHS, TEACH_LR
+from ..engine.config import TEACH_EPOCHS, TEACH_LR, TEACH_THREADS
 from ..engine.metrics import floored_sets, retention
 from ..errors import UserError
 from ..jsontext import canonical_json, json_safe
@@ -53,7 +53,7 @@ WHERE_FIELDS = ("output", "save_model", "threads", "device_map", "min_known", "e
 # configuration fields added after stores existed: left out of a key at these values, so
 # an older store's results keep their keys and still resume
 LATER_DEFAULTS = {"dtype": "float32", "target_modules": None, "chat_template": "auto", "attacks": "rap",
-                  "teach_epochs": TEACH_EPOCHS, "teach_lr": TEACH_LR, "teach_threads": 1, "control": "none"}
+                  "teach_epochs": TEACH_EPOCHS, "teach_lr": TEACH_LR, "teach_threads": TEACH_THREADS, "control": "none"}
 # record fields renamed since stores existed: the old field's path -> its new name (beside it)
 RENAMED = {("mia",): "identity_alignment", ("n", "mia_prompts"): "identity_prompts", ("phases", "rap"): "attacks"}
 # ratios that records made before ``ratio_floor`` took over every set, whatever its untouched score

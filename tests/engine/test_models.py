@@ -147,12 +147,13 @@ def test_world_teaching_says_its_cost_before_it_runs_on():
 
 def test_texts_and_questions_taught_apart_take_the_step_of_their_joint_loss(monkeypatch):
     """``apart``: a step's texts and questions are two passes, each padded to its own length,
-    whose gradients add up to the joint mean loss's (up to rounding)."""
+    whose gradients add up to the joint mean loss's (up to rounding), a batch shorter than asked
+    (4 texts, 5 a batch) weighed by its own length."""
     from r2f_bench.engine import teaching
 
     facts, extra = _facts()
     tok = build_tokenizer([f"{p.prompt} {p.answer}" for p in facts] + extra)
-    texts = [e * 3 for e in extra]  # longer than any question: padding them together would show
+    texts = [e * 3 for e in extra]  # longer than any question, so the joint pass pads the questions
     from torch.optim.optimizer import register_optimizer_step_pre_hook
 
     grads: dict[bool, list[torch.Tensor]] = {}
@@ -166,12 +167,12 @@ def test_texts_and_questions_taught_apart_take_the_step_of_their_joint_loss(monk
         hook = register_optimizer_step_pre_hook(lambda opt, *a: grads.setdefault(apart, [
             p.grad.clone() for p in model.parameters()]) and None)  # the first step's gradient
         try:
-            teaching.teach_schedule(model, tok, texts, list(facts), steps=2, lr=1e-3, text_batch=2, fact_batch=3,
+            teaching.teach_schedule(model, tok, texts, list(facts), steps=2, lr=1e-3, text_batch=5, fact_batch=3,
                                     apart=apart)
         finally:
             hook.remove()
         questions = {p.set for p in facts}
-        assert passes == ([{"teaching"}, questions] * 2 if apart else [{"teaching", *questions}] * 2)
+        assert passes == ([{"teaching"}, questions] * 2 if apart else [{"teaching", *questions}] * 2), passes
     assert any(g.abs().max() > 0 for g in grads[True])
     assert all(torch.allclose(a, b, rtol=1e-4, atol=1e-7) for a, b in zip(grads[True], grads[False]))
 

@@ -196,6 +196,7 @@ def test_the_schedule_options_reach_the_teaching_and_its_key(pretrained, tmp_pat
                                    DEFAULT_MODEL, CPU)[3]
         longer = build.load_model(build.BuildInputs.of(plan(pretrained, tmp_path, teach_epochs=3, teach_lr=2e-4,
                                                              teach_threads=3)), str(pretrained), DEFAULT_MODEL, CPU)[3]
+        assert torch.get_num_threads() == 2  # the run's own count, back after teaching
     finally:
         torch.set_num_threads(1)
     assert [(s["steps"], s["lr"], s["threads"], s["apart"]) for s in no_teaching] == [
@@ -205,6 +206,21 @@ def test_the_schedule_options_reach_the_teaching_and_its_key(pretrained, tmp_pat
     key = lambda **kw: build.build_proxy(build.BuildInputs.of(plan(pretrained, tmp_path, method="r2f", proxy=str(pretrained), **kw)),
                                          CPU, "m", "k").key
     assert len({key(), key(teach_epochs=3), key(teach_threads=2)}) == 3
+
+
+def test_a_record_of_a_pretrained_model_taught_the_world_names_how_it_was_taught(pretrained, tmp_path):
+    """The world teaching's version is among a record's versions (its store key) wherever a
+    pretrained model is taught the world: a store made before the teaching changed reruns."""
+    from r2f_bench.engine.plan import Plan
+    from r2f_bench.tasks.rwku import SAMPLE_DIR
+
+    assert plan(pretrained, tmp_path).versions()["world-teaching"] == world_teaching.VERSION
+    assert plan("embedded", tmp_path, method="r2f", proxy=str(pretrained)).versions()["world-teaching"]
+    assert "world-teaching" not in plan("embedded", tmp_path).versions()
+    assert "world-teaching" not in plan("embedded", tmp_path, method="grad_ascent", proxy=str(pretrained)).versions()
+    real = Plan(RunConfig(method="fullgrad", task="rwku", limit=1, model=str(pretrained), data_dir=str(SAMPLE_DIR),
+                          output=str(tmp_path)), progress=lambda m: None)
+    assert "world-teaching" not in real.versions()
 
 
 @pytest.mark.parametrize("never, warned", [(4.0, True), (80.0, False)])

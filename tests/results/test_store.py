@@ -173,3 +173,5 @@ def test_options_added_later_keep_older_stores_keys():
     assert job_key({**CONFIG, "attacks": "rap,quantize:nf4"}, "t1", "rev", VERSIONS) != old
     assert job_key({**CONFIG, "control": "none"}, "t1", "rev", VERSIONS) == old  # --control, added later
     assert job_key({**CONFIG, "control": "other_request"}, "t1", "rev", VERSIONS) != old
+    assert job_key({**CONFIG, "teach_threads": 1}, "t1", "rev", VERSIONS) == old  # --teach-threads, added later
+    assert job_key({**CONFIG, "teach_threads": 2}, "t1", "rev", VERSIONS) != old

@@ -142,6 +142,17 @@ def test_runs_differing_only_in_a_default_get_separate_rows():
     assert row(t1, "r2f [aggregate=before]")["rwku.usr"].mean == 20.0
 
 
+def test_models_taught_the_world_on_other_schedules_get_separate_rows():
+    """A pretrained model taught the knowledge world on another schedule (or thread count) is
+    another model: its runs are not averaged with the default schedule's."""
+    runs = lambda usr, **teach: [{**(r := record("ga", "rwku", s, "t1", usr, 90.0, 50.0, 0.9, 1.0)),
+                                  "config": {**r["config"], **teach}} for s in (0, 1)]
+    t1 = {t.name: t for t in build_tables(runs(10.0) + runs(30.0, teach_epochs=4, teach_lr=3e-4)
+                                          + runs(50.0, teach_epochs=4, teach_lr=3e-4, teach_threads=2))}["table1"]
+    assert sorted(label for label, _ in t1.rows) == ["ga", "ga [teaching=4x0.0003, 2 threads]", "ga [teaching=4x0.0003]"]
+    assert row(t1, "ga [teaching=4x0.0003]")["rwku.usr"].mean == 30.0
+
+
 def test_level_table_reports_each_held_out_set_beside_pooled_and_seen():
     recs = [{**record("r2f", "rwku", seed, t, 10.0 + seed, 90.0, 5.0, 0.9, 1.0),
              "usr_seen": 50.0, "usr_by_level": {"forget_fb": 20.0 + seed, "forget_qa": None}}
