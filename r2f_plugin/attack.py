@@ -18,14 +18,15 @@ from __future__ import annotations
 import dataclasses
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar
-
-import torch
+from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
 from .data import ForgetRequest, Probe
 from .errors import UserError
 from .plugins import registry
 from .unlearner import Context, NoParams, at_least, coerce
+
+if TYPE_CHECKING:  # annotations only: the tables' import path (engine.config, results.cells) loads no torch
+    import torch
 
 
 NONE = "none"  # --attacks none: no attack

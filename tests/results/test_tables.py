@@ -153,6 +153,15 @@ def test_models_taught_the_world_on_other_schedules_get_separate_rows():
     assert row(t1, "ga [teaching=4x0.0003]")["rwku.usr"].mean == 30.0
 
 
+def test_a_records_setting_is_read_without_torch():
+    """Grouping records (cells: their key's configuration, the teaching defaults) loads no torch."""
+    import subprocess
+    import sys
+
+    code = "import sys, r2f_bench.results.cells; print('torch' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "False\n"
+
+
 def test_level_table_reports_each_held_out_set_beside_pooled_and_seen():
     recs = [{**record("r2f", "rwku", seed, t, 10.0 + seed, 90.0, 5.0, 0.9, 1.0),
              "usr_seen": 50.0, "usr_by_level": {"forget_fb": 20.0 + seed, "forget_qa": None}}
