@@ -8,6 +8,10 @@ run's taught model, so the acceptance checks that follow read the chosen one bac
 on what the taught model answers of the world's *check* questions (a seeded sample of up to
 200): bystanders' questions in a taught template (people whose biographies are taught and none
 of their questions). The schedule that answers most of them is chosen (ties: the fewer steps).
+Beside it, what the taught model *recites* of the same people's biographies (each cut just
+before one fact, as taught: plain text) tells the two ways a schedule fails apart: biographies
+never stored (recited little: teach longer or harder) or stored but not answerable
+(recited, not answered: the question format or the world's mix). It is not a criterion.
 No target's probe is read, so the choice does not tune toward what USR scores. Bystanders are
 also the targets' neighbours and the utility set's people, asked in other wordings: a schedule
 that teaches the world better raises what Locality and GUR start from, the same for every
@@ -29,10 +33,12 @@ from pathlib import Path
 os.environ.setdefault("TQDM_DISABLE", "1")
 
 from r2f_bench.cli.main import script  # noqa: E402
+from r2f_bench.data import Probe  # noqa: E402
 from r2f_bench.engine.config import RunConfig, check_bounds  # noqa: E402
 from r2f_bench.engine.run import Run  # noqa: E402
+from r2f_bench.engine.teaching import answered_share, checked  # noqa: E402
 from r2f_bench.errors import UserError  # noqa: E402
-from r2f_bench.tasks.rwku.world import WorldConfig, write  # noqa: E402
+from r2f_bench.tasks.rwku.world import WorldConfig, recitation, write  # noqa: E402
 
 METHOD = "grad_ascent"  # the run is only built (its model taught), never run: a method without setup or views
 
@@ -65,10 +71,17 @@ def taught(world: Path, model: str, epochs: int, lr: float, seed: int, args: arg
               progress=say)
     run.prepare()
     info = run.model_info
+    biographies = checked([Probe(r["text"], r["answer"], "recitation", r["subject"])
+                           for r in recitation(WorldConfig(seed=args.world_seed))])
     return {"epochs": epochs, "lr": lr, "seed": seed, "steps": info["steps"], "teach_seconds": info["teach_seconds"],
             "resumed_at_step": info.get("resumed_at_step", 0), "taught_answered": info["taught_answered"],
-            "check_answered": info["never_taught_answered"],
-            "check_items": info["check_items"]}
+            "check_answered": info["never_taught_answered"], "check_items": info["check_items"],
+            "recited": recited(run, biographies), "recited_items": len(biographies)}
+
+
+def recited(run: Run, biographies: list[Probe]) -> float:
+    """% of ``biographies`` (taught text cut before a fact) the run's taught model completes with the fact."""
+    return answered_share(run.model, run.tokenizer, biographies)
 
 
 def choose(rows: list[dict]) -> dict:
@@ -99,12 +112,13 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({"world_seed": args.world_seed, "teach_threads": args.teach_threads, "schedules": rows,
                           "chosen": pick}))
         return 0
-    print("| epochs | peak lr | steps | teaching s | taught answered % | check answered % (n) |")
-    print("|---:|---:|---:|---:|---:|---:|")
+    print("| epochs | peak lr | steps | teaching s | taught answered % | check answered % (n) "
+          "| their biographies' facts recited % (n) |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         part = f" (steps after {r['resumed_at_step']})" if r["resumed_at_step"] else ""
         print(f"| {r['epochs']} | {r['lr']:g} | {r['steps']} | {r['teach_seconds']:.0f}{part} | {r['taught_answered']:.1f} "
-              f"| {r['check_answered']:.1f} ({r['check_items']}) |")
+              f"| {r['check_answered']:.1f} ({r['check_items']}) | {r['recited']:.1f} ({r['recited_items']}) |")
     threads = f" --teach-threads {args.teach_threads}" if args.teach_threads != 1 else ""
     print(f"chosen: --teach-epochs {pick['epochs']} --teach-lr {pick['lr']!r}{threads} (check questions answered "
           f"{pick['check_answered']:.1f}%; A1 asks >= 50% of the targets' never-taught questions)")

@@ -219,12 +219,16 @@ def answered_share(model: torch.nn.Module, tokenizer: Any, probes: Sequence[Prob
     return 100.0 * hits / max(len(probes), 1)
 
 
+def checked(items: Sequence[Probe]) -> list[Probe]:
+    """The seeded sample of up to :data:`CHECK_ITEMS` of ``items`` a taught model is asked."""
+    return random.Random(0).sample(list(items), min(CHECK_ITEMS, len(items)))
+
+
 def world_answers(model: torch.nn.Module, tokenizer: Any, facts: Sequence[Probe], check: Sequence[Probe]) -> dict:
     """What a model taught a knowledge world answers: the % of (up to :data:`CHECK_ITEMS`
     of) its taught questions and of never-taught ones (``check``: its generalisation)."""
-    sample = lambda ps: random.Random(0).sample(list(ps), min(CHECK_ITEMS, len(ps)))
-    return {"taught_answered": answered_share(model, tokenizer, sample(facts)),
-            "never_taught_answered": answered_share(model, tokenizer, sample(check)) if check else None,
+    return {"taught_answered": answered_share(model, tokenizer, checked(facts)),
+            "never_taught_answered": answered_share(model, tokenizer, checked(check)) if check else None,
             "check_items": min(CHECK_ITEMS, len(check))}
 
 

@@ -135,16 +135,52 @@ def general_facts(rng: random.Random) -> list[tuple[str, str, str]]:
     return facts
 
 
-def generate(cfg: WorldConfig) -> dict[str, object]:
-    """The whole world as file contents: {relative path: JSON-able rows}."""
-    rng = random.Random(f"world:{cfg.seed}")
+@dataclass(frozen=True)
+class Cast:
+    """A world's people by role, with their biographies."""
+
+    everyone: list[Person]
+    targets: list[Person]
+    qa_train: list[Person]
+    bystanders: list[Person]
+    outsiders: list[Person]
+    bios: dict[str, list[str]]
+
+
+def cast(cfg: WorldConfig, rng: random.Random) -> Cast:
+    """The people of ``cfg``'s world and their biographies, drawn from ``rng`` (seeded by the world)."""
     taken: set[str] = set()
     pop = people(cfg, rng, cfg.people, taken)
     outsiders = people(cfg, rng, cfg.outsiders, taken)
     targets, rest = pop[:cfg.targets], pop[cfg.targets:]
     n_train = round(cfg.qa_train * len(rest))
-    qa_train, bystanders = rest[:n_train], rest[n_train:]
     bios = {p.name: biographies(p, cfg.bios, rng) for p in pop}
+    return Cast(pop, targets, rest[:n_train], rest[n_train:], outsiders, bios)
+
+
+def recitation(cfg: WorldConfig) -> list[dict]:
+    """Bystanders' facts as their own taught biographies state them: each row is a first
+    biography cut just before one fact (``text``) and the fact (``answer``). Whether a taught
+    model completes them tells a teaching that never stored the biographies from one that
+    stored them but cannot answer questions about them; they are taught text, not probes,
+    and no run reads them (never written to the world's files)."""
+    world = cast(cfg, random.Random(f"world:{cfg.seed}"))
+    rows = []
+    for p in world.bystanders:
+        bio = world.bios[p.name][0]
+        for a, v in p.facts.items():
+            t = next(t for t in BIO[a] if t.format(name=p.name, v=v) in bio)
+            cut = bio.index(t.format(name=p.name, v=v)) + len(t[:t.index("{v}")].format(name=p.name))
+            rows.append({"subject": p.name, "attribute": a, "text": bio[:cut].rstrip(), "answer": v})
+    return rows
+
+
+def generate(cfg: WorldConfig) -> dict[str, object]:
+    """The whole world as file contents: {relative path: JSON-able rows}."""
+    rng = random.Random(f"world:{cfg.seed}")
+    world = cast(cfg, rng)
+    targets, qa_train, bystanders, outsiders, bios = (world.targets, world.qa_train, world.bystanders,
+                                                      world.outsiders, world.bios)
     general = general_facts(rng)
 
     files: dict[str, object] = {}
@@ -167,7 +203,7 @@ def generate(cfg: WorldConfig) -> dict[str, object]:
         if i == 1:  # RWKU reads utility and identity-alignment (retain_mia) files from any target folder
             files[f"{folder}/triviaqa.json"] = utility
             files[f"{folder}/retain_mia.json"] = [{"text": biographies(p, 1, rng)[0]} for p in outsiders]
-    texts = [b for p in pop for b in bios[p.name]] + [text for text, _, _ in general]
+    texts = [b for p in world.everyone for b in bios[p.name]] + [text for text, _, _ in general]
     files[TEACHING_FILE] = {
         "texts": texts,
         "qa": [{"question": q["question"], "answer": q["answers"][0]} for q in taught],

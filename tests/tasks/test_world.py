@@ -182,3 +182,18 @@ def test_the_worlds_cache_key_covers_its_wordings(tmp_path, monkeypatch):
     edited.write_bytes(Path(world_text.__file__).read_bytes() + b"\n# one more wording\n")
     monkeypatch.setattr(world_text, "__file__", str(edited))
     assert world.world_key(world.WorldConfig()) != before
+
+
+def test_recitation_cuts_each_bystanders_taught_biography_just_before_a_fact(small):
+    """The rows teach_schedule.py recites: a bystander's own first biography up to one fact,
+    the fact next (whatever the sentence's template, even one that names the fact first),
+    one row per bystander and attribute, the same people and facts the check questions ask."""
+    cfg = W.WorldConfig(seed=7, people=120, targets=12)
+    teaching = json.loads((small / W.TEACHING_FILE).read_text())
+    rows = W.recitation(cfg)
+    check = {(q["question"], q["answer"]) for q in teaching["check"]}
+    assert len(rows) == len(check) == len({(r["subject"], r["attribute"]) for r in rows})
+    for r in rows:
+        assert any(t.startswith(f"{r['text']} {r['answer']}") and r["subject"] in t for t in teaching["texts"])
+        assert (W.QA[r["attribute"]][1].format(name=r["subject"]), r["answer"]) in check
+    assert any(r["text"].endswith("Records give") for r in rows)  # a fact named before the person
