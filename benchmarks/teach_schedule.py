@@ -36,7 +36,7 @@ from r2f_bench.cli.main import script  # noqa: E402
 from r2f_bench.data import Probe  # noqa: E402
 from r2f_bench.engine.config import RunConfig, check_bounds  # noqa: E402
 from r2f_bench.engine.run import Run  # noqa: E402
-from r2f_bench.engine.teaching import answered_share, checked  # noqa: E402
+from r2f_bench.engine.teaching import answered_share, checked, text_cut  # noqa: E402
 from r2f_bench.errors import UserError  # noqa: E402
 from r2f_bench.tasks.rwku.world import WorldConfig, recitation, write  # noqa: E402
 
@@ -71,8 +71,8 @@ def taught(world: Path, model: str, epochs: int, lr: float, seed: int, args: arg
               progress=say)
     run.prepare()
     info = run.model_info
-    biographies = checked([Probe(r["text"], r["answer"], "recitation", r["subject"])
-                           for r in recitation(WorldConfig(seed=args.world_seed))])
+    cuts = recitation(WorldConfig(seed=args.world_seed))
+    biographies = checked([text_cut(r["text"], r["answer"], r["subject"]) for r in cuts])
     return {"epochs": epochs, "lr": lr, "seed": seed, "steps": info["steps"], "teach_seconds": info["teach_seconds"],
             "resumed_at_step": info.get("resumed_at_step", 0), "taught_answered": info["taught_answered"],
             "check_answered": info["never_taught_answered"], "check_items": info["check_items"],

@@ -131,6 +131,13 @@ def text_probe(text: str) -> Probe:
     return Probe(prompt="", answer=text, set="teaching", target="")
 
 
+def text_cut(prefix: str, answer: str, target: str = "") -> Probe:
+    """A taught text cut just before ``answer``, to be completed as :func:`text_probe` taught it:
+    after one space, which :func:`~..training.encoding.encode` puts before an answer (a word
+    that starts a text is a different token without it)."""
+    return Probe(prompt=" " + prefix, answer=answer, set="recitation", target=target)
+
+
 class Checkpoint(Protocol):
     """Where a long teaching keeps its state, so that an interrupted one goes on from there."""
 

@@ -235,3 +235,25 @@ def test_a_taught_model_that_does_not_generalise_says_so(pretrained, tmp_path, n
         lines = [m for m in said if m.startswith("warning: the model taught the world answers")]
         assert len(lines) == warned and (not warned or f"{never:.0f}% of never-taught" in lines[0])
 
+
+
+def test_a_cut_text_is_completed_from_the_tokens_it_was_taught_as():
+    """A byte-level BPE gives a word that starts a text another token than the same word after
+    a space; teaching encodes a text after one space, so the cut must too, or the first words
+    of every recited biography are ones the model never saw there."""
+    from tokenizers import ByteLevelBPETokenizer
+    from transformers import PreTrainedTokenizerFast
+
+    from r2f_bench.engine.teaching import text_cut, text_probe
+    from r2f_bench.training.encoding import encode
+
+    text = "Cudren Draymoor studied at Glenmoor University. Cudren Draymoor majored in journalism."
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator([text] * 20, vocab_size=300, min_frequency=1, special_tokens=["<eos>"])
+    tok = PreTrainedTokenizerFast(tokenizer_object=bpe._tokenizer, eos_token="<eos>", pad_token="<eos>")
+    taught = encode(tok, [text_probe(text)])["input_ids"][0].tolist()
+    cut = text_cut("Cudren Draymoor studied at", "Glenmoor")
+    asked = tok(f"{cut.prompt} {cut.answer}")["input_ids"]
+    assert taught[:len(asked)] == asked
+    bare = tok(cut.prompt.lstrip())["input_ids"]
+    assert taught[:len(bare)] != bare  # the cut without the space
