@@ -11,7 +11,9 @@ of their questions). The schedule that answers most of them is chosen (ties: the
 Beside it, what the taught model *recites* of the same people's biographies (each cut just
 before one fact, as taught: plain text) tells the two ways a schedule fails apart: biographies
 never stored (recited little: teach longer or harder) or stored but not answerable
-(recited, not answered: the question format or the world's mix). It is not a criterion.
+(recited, not answered: the question format or the world's mix). It is not a criterion. Its
+floor is printed beside it: what always naming the commonest value of each attribute recites
+(a model that learned which values the world uses and nothing of who has which).
 No target's probe is read, so the choice does not tune toward what USR scores. Bystanders are
 also the targets' neighbours and the utility set's people, asked in other wordings: a schedule
 that teaches the world better raises what Locality and GUR start from, the same for every
@@ -28,6 +30,7 @@ import math
 import os
 import sys
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 os.environ.setdefault("TQDM_DISABLE", "1")
@@ -72,11 +75,20 @@ def taught(world: Path, model: str, epochs: int, lr: float, seed: int, args: arg
     run.prepare()
     info = run.model_info
     cuts = recitation(WorldConfig(seed=args.world_seed))
-    biographies = checked([text_cut(r["text"], r["answer"], r["subject"]) for r in cuts])
+    asked = checked(cuts)
+    biographies = [text_cut(r["text"], r["answer"], r["subject"]) for r in asked]
     return {"epochs": epochs, "lr": lr, "seed": seed, "steps": info["steps"], "teach_seconds": info["teach_seconds"],
             "resumed_at_step": info.get("resumed_at_step", 0), "taught_answered": info["taught_answered"],
             "check_answered": info["never_taught_answered"], "check_items": info["check_items"],
-            "recited": recited(run, biographies), "recited_items": len(biographies)}
+            "recited": recited(run, biographies), "recited_items": len(biographies),
+            "recited_floor": commonest_value_share(cuts, asked)}
+
+
+def commonest_value_share(cuts: list[dict], asked: list[dict]) -> float:
+    """% of ``asked`` whose fact is the commonest of its attribute among all ``cuts``."""
+    commonest = {a: Counter(r["answer"] for r in cuts if r["attribute"] == a).most_common(1)[0][0]
+                 for a in {r["attribute"] for r in cuts}}
+    return 100.0 * sum(r["answer"] == commonest[r["attribute"]] for r in asked) / max(len(asked), 1)
 
 
 def recited(run: Run, biographies: list[Probe]) -> float:
@@ -113,12 +125,13 @@ def main(argv: list[str] | None = None) -> int:
                           "chosen": pick}))
         return 0
     print("| epochs | peak lr | steps | teaching s | taught answered % | check answered % (n) "
-          "| their biographies' facts recited % (n) |")
-    print("|---:|---:|---:|---:|---:|---:|---:|")
+          "| their biographies' facts recited % (n) | always the commonest value % |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         part = f" (steps after {r['resumed_at_step']})" if r["resumed_at_step"] else ""
         print(f"| {r['epochs']} | {r['lr']:g} | {r['steps']} | {r['teach_seconds']:.0f}{part} | {r['taught_answered']:.1f} "
-              f"| {r['check_answered']:.1f} ({r['check_items']}) | {r['recited']:.1f} ({r['recited_items']}) |")
+              f"| {r['check_answered']:.1f} ({r['check_items']}) | {r['recited']:.1f} ({r['recited_items']}) "
+              f"| {r['recited_floor']:.1f} |")
     threads = f" --teach-threads {args.teach_threads}" if args.teach_threads != 1 else ""
     print(f"chosen: --teach-epochs {pick['epochs']} --teach-lr {pick['lr']!r}{threads} (check questions answered "
           f"{pick['check_answered']:.1f}%; A1 asks >= 50% of the targets' never-taught questions)")

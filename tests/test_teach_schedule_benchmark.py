@@ -29,7 +29,8 @@ def test_each_schedule_is_taught_and_the_chosen_one_is_read_back(pretrained, tmp
     weak, strong = result["schedules"]
     assert (weak["epochs"], weak["lr"], strong["epochs"], strong["lr"]) == (1, 1e-4, 2, 3e-3)
     assert strong["steps"] == 2 * weak["steps"] > 0 and weak["check_items"] > 0
-    assert all(0 <= r["recited"] <= 100 and r["recited_items"] == 200 for r in (weak, strong))
+    assert all(0 <= r["recited"] <= 100 and r["recited_items"] == 200 and 0 < r["recited_floor"] < 50
+               for r in (weak, strong))
     assert result["chosen"] == max(result["schedules"], key=lambda r: r["check_answered"])
     infos = {e: json.loads((e / "r2f_info.json").read_text()) for e in (tmp_path / "cache" / "models").glob("taught-*")}
     assert sorted((i["epochs"], i["never_taught_answered"], i["taught_answered"]) for i in infos.values()) == [
@@ -71,12 +72,18 @@ def test_the_teaching_threads_reach_every_schedule_and_the_chosen_line(monkeypat
     assert [(c.teach_epochs, c.teach_threads) for c in seen] == [(1, 2), (2, 2)]
     out = capsys.readouterr().out
     assert "chosen: --teach-epochs 2 --teach-lr 0.0001 --teach-threads 2 (" in out  # on the check questions only
-    assert "| 1 | 0.0001 | 53 | 1 | 50.0 | 10.0 (200) | 80.0 (200) |" in out
+    assert "| 1 | 0.0001 | 53 | 1 | 50.0 | 10.0 (200) | 80.0 (200) | 11.5 |" in out  # world 0's floor
     from r2f_bench.errors import UserError
 
     with pytest.raises(UserError, match=r"^--teach-threads must be at least 1, got 0\.$"):
         teach.main(["--model", "m", "--schedules", "1x1e-4", "--teach-threads", "0"])
     assert len(seen) == 2  # refused before any teaching
+
+
+def test_the_recitation_floor_is_always_naming_each_attributes_commonest_value():
+    cuts = [{"attribute": "city", "answer": v} for v in ("Oslo", "Oslo", "Lima")] + [
+        {"attribute": "year", "answer": v} for v in ("1950", "1960", "1960", "1960")]
+    assert script().commonest_value_share(cuts, [cuts[0], cuts[2], cuts[3], cuts[4]]) == 50.0
 
 
 def test_the_choice_is_the_most_check_questions_answered_then_the_fewest_steps():
