@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import random
 import time
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Callable, Protocol, Sequence, TypeVar
 
 import torch
 
@@ -17,7 +17,7 @@ from ..training.encoding import batches, cycle_batches, encode, special_tokens
 from ..training.losses import answer_nll, batch_logits
 from ..progress import bar
 
-
+T = TypeVar("T")
 CHECK_EVERY = 5  # epochs between accuracy checks of an early-stopping fine-tune
 RATE_STEPS = 5  # optimiser steps timed before a fine-tune with progress announces its estimate
 RATE_SECONDS = 60.0  # ... or fewer, if they take longer than this (a pretrained model's teaching)
@@ -226,7 +226,7 @@ def answered_share(model: torch.nn.Module, tokenizer: Any, probes: Sequence[Prob
     return 100.0 * hits / max(len(probes), 1)
 
 
-def checked(items: Sequence[Probe]) -> list[Probe]:
+def checked(items: Sequence[T]) -> list[T]:
     """The seeded sample of up to :data:`CHECK_ITEMS` of ``items`` a taught model is asked."""
     return random.Random(0).sample(list(items), min(CHECK_ITEMS, len(items)))
 

@@ -169,8 +169,9 @@ def recitation(cfg: WorldConfig) -> list[dict]:
     for p in world.bystanders:
         bio = world.bios[p.name][0]
         for a, v in p.facts.items():
-            t = next(t for t in BIO[a] if t.format(name=p.name, v=v) in bio)
-            cut = bio.index(t.format(name=p.name, v=v)) + len(t[:t.index("{v}")].format(name=p.name))
+            said = {t: t.format(name=p.name, v=v) for t in BIO[a]}
+            t = next(t for t, sentence in said.items() if sentence in bio)
+            cut = bio.index(said[t]) + len(t[:t.index("{v}")].format(name=p.name))  # where the template puts v
             rows.append({"subject": p.name, "attribute": a, "text": bio[:cut].rstrip(), "answer": v})
     return rows
 
