@@ -37,7 +37,7 @@ os.environ.setdefault("TQDM_DISABLE", "1")
 
 from r2f_bench.cli.main import script  # noqa: E402
 from r2f_bench.data import Probe  # noqa: E402
-from r2f_bench.engine.config import RunConfig, check_bounds  # noqa: E402
+from r2f_bench.engine.config import CHAT_TEMPLATES, RunConfig, check_bounds  # noqa: E402
 from r2f_bench.engine.run import Run  # noqa: E402
 from r2f_bench.engine.teaching import answered_share, checked, text_cut  # noqa: E402
 from r2f_bench.errors import UserError  # noqa: E402
@@ -70,7 +70,7 @@ def taught(world: Path, model: str, epochs: int, lr: float, seed: int, args: arg
     """What ``model`` taught ``world`` on ``epochs`` passes at peak ``lr`` answers, and how long teaching took."""
     run = Run(RunConfig(method=METHOD, task="rwku", data_dir=str(world), model=model, limit=1, views=1, seed=seed,
                         teach_epochs=epochs, teach_lr=lr, teach_threads=args.teach_threads, threads=args.threads,
-                        output=str(world.parent / "out")),
+                        chat_template=args.chat_template, output=str(world.parent / "out")),
               progress=say)
     run.prepare()
     info = run.model_info
@@ -111,6 +111,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=1, help="CPU threads of the checks after teaching")
     p.add_argument("--teach-threads", type=int, default=1,
                    help="CPU threads teaching runs on (part of the taught model's key: pass the same to testbed.py)")
+    p.add_argument("--chat-template", choices=CHAT_TEMPLATES, default="auto",
+                   help="teach and ask the questions through the chat template: auto, on or off (part of the taught "
+                        "model's key: pass the same to testbed.py); biographies are plain text either way")
     p.add_argument("--json", action="store_true", help="print one JSON object alone on stdout (progress: stderr)")
     args = p.parse_args(argv)
     check_bounds(RunConfig(method=METHOD, task="rwku", threads=args.threads, teach_threads=args.teach_threads))
@@ -121,8 +124,8 @@ def main(argv: list[str] | None = None) -> int:
         rows = [taught(world, args.model, e, lr, args.seed, args, say) for e, lr in grid]
     pick = choose(rows)
     if args.json:
-        print(json.dumps({"world_seed": args.world_seed, "teach_threads": args.teach_threads, "schedules": rows,
-                          "chosen": pick}))
+        print(json.dumps({"world_seed": args.world_seed, "teach_threads": args.teach_threads,
+                          "chat_template": args.chat_template, "schedules": rows, "chosen": pick}))
         return 0
     print("| epochs | peak lr | steps | teaching s | taught answered % | check answered % (n) "
           "| their biographies' facts recited % (n) | always the commonest value % |")
@@ -132,8 +135,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {r['epochs']} | {r['lr']:g} | {r['steps']} | {r['teach_seconds']:.0f}{part} | {r['taught_answered']:.1f} "
               f"| {r['check_answered']:.1f} ({r['check_items']}) | {r['recited']:.1f} ({r['recited_items']}) "
               f"| {r['recited_floor']:.1f} |")
-    threads = f" --teach-threads {args.teach_threads}" if args.teach_threads != 1 else ""
-    print(f"chosen: --teach-epochs {pick['epochs']} --teach-lr {pick['lr']!r}{threads} (check questions answered "
+    same = f" --teach-threads {args.teach_threads}" if args.teach_threads != 1 else ""  # the key's other parts
+    same += f" --chat-template {args.chat_template}" if args.chat_template != "auto" else ""
+    print(f"chosen: --teach-epochs {pick['epochs']} --teach-lr {pick['lr']!r}{same} (check questions answered "
           f"{pick['check_answered']:.1f}%; A1 asks >= 50% of the targets' never-taught questions)")
     return 0
 

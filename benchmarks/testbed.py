@@ -28,7 +28,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from r2f_bench.cli.main import script  # noqa: E402
-from r2f_bench.engine.config import RunConfig, check_bounds  # noqa: E402
+from r2f_bench.engine.config import CHAT_TEMPLATES, RunConfig, check_bounds  # noqa: E402
 from r2f_bench.errors import UserError  # noqa: E402
 from r2f_bench.results.sweep import comma_list, parse_seeds  # noqa: E402
 from r2f_bench.tasks.rwku.world import WorldConfig, write  # noqa: E402
@@ -71,6 +71,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--teach-lr", type=float, help="... and its peak learning rate")
     parser.add_argument("--teach-threads", type=int, help="... and the CPU threads it was taught on (as given to "
                                                            "teach_schedule.py: another count is another model)")
+    parser.add_argument("--chat-template", choices=CHAT_TEMPLATES,
+                        help="... and whether its questions were taught through the chat template (as given to "
+                             "teach_schedule.py; default: the run's, auto)")
     parser.add_argument("--eval-batch-size", type=int, default=32, help="requests per lm-eval batch (GPU: 256)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--json", action="store_true", help="print one JSON object alone on stdout (progress: stderr)")
@@ -79,7 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.targets < 2:  # each target's control is another target's request
         raise UserError(f"--targets must be at least 2 (a target's control forgets another target), got {args.targets}.")
     schedule = {k: v for k, v in (("teach_epochs", args.teach_epochs), ("teach_lr", args.teach_lr),
-                                  ("teach_threads", args.teach_threads)) if v is not None}
+                                  ("teach_threads", args.teach_threads), ("chat_template", args.chat_template))
+                if v is not None}
     check_bounds(RunConfig(method=METHOD, task="rwku", model=args.model, threads=args.threads,
                            eval_batch_size=args.eval_batch_size, **schedule))
     torch.set_num_threads(args.threads)

@@ -133,6 +133,10 @@ CASES = [
     ("teaching threads for an embedded model", lambda t, r: ["--teach-threads", "2"],
      "--teach-epochs, --teach-lr and --teach-threads set how a pretrained model (--model NAME, DIR or FILE.gguf) is "
      "taught a knowledge world; the embedded models keep their own schedule: drop them."),
+    ("teaching schedule on a benchmark's own data (it ran, under another store key)",
+     lambda t, r: ["--model", str(t), "--data-dir", str(r), "--targets", "1", "--teach-lr", "1e-4"],
+     "--teach-epochs, --teach-lr and --teach-threads set how a pretrained model is taught a knowledge world, and "
+     "this run's data is a benchmark's own, which no model is taught: drop them."),
     ("model path missing", lambda t, r: ["--model", "./no-such-model"],
      "model path ./no-such-model does not exist; pass a local directory with safetensors weights, or a hub name such as mistralai/Mistral-7B-v0.1."),
     ("unknown method", lambda t, r: ["--method", "nope"], None),

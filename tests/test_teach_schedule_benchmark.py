@@ -73,11 +73,14 @@ def test_the_teaching_threads_reach_every_schedule_and_the_chosen_line(monkeypat
     out = capsys.readouterr().out
     assert "chosen: --teach-epochs 2 --teach-lr 0.0001 --teach-threads 2 (" in out  # on the check questions only
     assert "| 1 | 0.0001 | 53 | 1 | 50.0 | 10.0 (200) | 80.0 (200) | 11.5 |" in out  # world 0's floor
+    assert teach.main(["--model", "m", "--schedules", "1x1e-4", "--chat-template", "off"]) == 0
+    assert seen[-1].chat_template == "off" and seen[0].chat_template == "auto"  # part of the key too
+    assert "chosen: --teach-epochs 1 --teach-lr 0.0001 --chat-template off (" in capsys.readouterr().out
     from r2f_bench.errors import UserError
 
     with pytest.raises(UserError, match=r"^--teach-threads must be at least 1, got 0\.$"):
         teach.main(["--model", "m", "--schedules", "1x1e-4", "--teach-threads", "0"])
-    assert len(seen) == 2  # refused before any teaching
+    assert len(seen) == 3  # refused before any teaching
 
 
 def test_the_recitation_floor_is_always_naming_each_attributes_commonest_value():
@@ -129,8 +132,9 @@ def test_the_acceptance_script_refuses_bad_options_before_teaching(argv, line, m
 
 
 def test_the_acceptance_checks_run_on_the_schedule_given(monkeypatch, capsys):
-    """benchmarks/testbed.py hands --teach-epochs and --teach-lr to every run it makes (the
-    taught model's key), and states them; without them it leaves the run's default."""
+    """benchmarks/testbed.py hands --teach-epochs, --teach-lr, --teach-threads and --chat-template
+    to every run it makes (the taught model's key), and states them; without them it leaves the
+    run's default."""
     testbed, seen = script("testbed"), []
 
     def check_world(world, seeds, targets, method, task, strengths, progress, config):
@@ -140,8 +144,9 @@ def test_the_acceptance_checks_run_on_the_schedule_given(monkeypatch, capsys):
     monkeypatch.setattr(testbed, "check_world", check_world)
     monkeypatch.setattr(testbed, "passes", lambda result: {"A1": False})
     assert testbed.main(["--model", "m", "--teach-epochs", "20", "--teach-lr", "1e-4", "--teach-threads", "2",
-                         "--json"]) == 1
-    assert (seen[0]["teach_epochs"], seen[0]["teach_lr"], seen[0]["teach_threads"]) == (20, 1e-4, 2)
+                         "--chat-template", "off", "--json"]) == 1
+    assert (seen[0]["teach_epochs"], seen[0]["teach_lr"], seen[0]["teach_threads"], seen[0]["chat_template"]) == (
+        20, 1e-4, 2, "off")
     assert json.loads(capsys.readouterr().out)["teach_epochs"] == 20
     testbed.main(["--model", "m", "--json"])
-    assert not {"teach_epochs", "teach_lr", "teach_threads"} & seen[1].keys()
+    assert not {"teach_epochs", "teach_lr", "teach_threads", "chat_template"} & seen[1].keys()

@@ -117,6 +117,10 @@ class Plan:
                       if not spec.startswith("embedded")]
         if pretrained and self.bench.world is not None:  # how it is taught the world is part of what a record is
             self._versions["world-teaching"] = world_teaching.VERSION
+        if self.bench.world is None and schedule != (TEACH_EPOCHS, TEACH_LR, TEACH_THREADS):  # or one run, two keys
+            raise UserError("--teach-epochs, --teach-lr and --teach-threads set how a pretrained model is taught a "
+                            "knowledge world, and this run's data is a benchmark's own, which no model is taught: "
+                            "drop them.")
         protocol.check(self.bench, config.task)
         self._check_dev_targets()
         if config.targets:  # by the ids the task resolved (a number, a name, an id split at its comma): one store key

@@ -8,10 +8,15 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from ..engine.config import TEACH_EPOCHS, TEACH_LR, TEACH_THREADS
+from ..engine.config import OPTIONS, TEACH_EPOCHS, TEACH_LR, TEACH_THREADS
 from ..jsontext import canonical_json
 from ..metric import METRICS
 from .stats import Record
+
+
+# run options in a job's key that change what its record measures, beside those :func:`setting` names
+# otherwise (the rest only say where or how fast it ran, or are the cell: task, target, seed, split)
+RUN_FIELDS = ("dtype", "chat_template", "target_modules", "dev_targets", "sequential", "attacks", "rap_steps", "rap_lr")
 
 
 def keyed_config(record: Record) -> dict[str, Any]:
@@ -31,7 +36,10 @@ def setting(record: Record) -> dict[str, Any]:
     the run was given, a local file or folder by its content: ``identities``), not by the
     descriptive labels in ``record["models"]``, which may differ between tasks for the same
     model (e.g. "taught N facts"). A pretrained model taught a knowledge world on another
-    schedule is another model (``teaching``).
+    schedule is another model (``teaching``). The other options a key holds that change what a
+    record measures (:data:`RUN_FIELDS`: precision, prompt format, which layers are adapted, the
+    dev split, sequential deletions, the attacks) are read with their defaults filled in, so a
+    record made before an option existed stands with those left at it.
     """
     config, models = keyed_config(record), record.get("models", {})
     params = record.get("params") or config.get("params") or {}
@@ -39,7 +47,7 @@ def setting(record: Record) -> dict[str, Any]:
             "target": config.get("model", models.get("target")), "proxy": config.get("proxy", models.get("proxy")),
             "request": record.get("request_source"), "retain_items": config.get("retain_items"),
             "paraphraser": config.get("paraphraser"), "control": config.get("control", "none"),
-            "teaching": teaching(config)}
+            "teaching": teaching(config), **{f: config.get(f, OPTIONS[f].default) for f in RUN_FIELDS}}
 
 
 def teaching(config: Mapping[str, Any]) -> str | None:
@@ -63,7 +71,7 @@ def model_name(record: Record, role: str) -> str:
 
 
 SETTING_FIELDS = ("params", "views", "target", "proxy", "request", "retain_items", "paraphraser", "control",
-                  "teaching")
+                  "teaching", *RUN_FIELDS)
 
 
 def row_name(record: Record) -> str:
@@ -93,6 +101,8 @@ def setting_label(s: Mapping[str, Any], fields: Sequence[str]) -> str:
         if name:
             if name in s.get(group, {}):
                 parts.append(f"{name}={s[group][name]}")
+        elif isinstance(s.get(f), list):  # --target-modules as typed
+            parts.append(f"{f}={','.join(map(str, s[f]))}")
         elif s.get(f) is not None:  # unset (a default schedule, say): nothing to name
             parts.append(f"{f}={s[f]}")
     return ", ".join(parts)

@@ -8,6 +8,7 @@ from r2f_bench.errors import UserError
 from r2f_bench.results.stats import summarize
 from r2f_bench.cli.table import add_parser as add_table_parser
 from r2f_bench.results.render import render, to_markdown
+from r2f_bench.results.cells import newest_per_cell
 from r2f_bench.results.leaderboard import build_tables
 from records import MODEL, PROXY, record, stored, synthetic
 
@@ -151,6 +152,39 @@ def test_models_taught_the_world_on_other_schedules_get_separate_rows():
                                           + runs(50.0, teach_epochs=4, teach_lr=3e-4, teach_threads=2))}["table1"]
     assert sorted(label for label, _ in t1.rows) == ["ga", "ga [teaching=4x0.0003, 2 threads]", "ga [teaching=4x0.0003]"]
     assert row(t1, "ga [teaching=4x0.0003]")["rwku.usr"].mean == 30.0
+
+
+@pytest.mark.parametrize("option,value", [("dtype", "bfloat16"), ("chat_template", "off"), ("sequential", True),
+                                          ("dev_targets", 0), ("target_modules", ["q_proj", "v_proj"]),
+                                          ("attacks", "none"), ("rap_steps", 0), ("rap_lr", 1e-4)])
+def test_runs_differing_in_any_option_their_key_holds_get_separate_rows(option, value):
+    """Before: a bfloat16 run (or a sequential one, or one asked without the chat template) was
+    averaged with the float32 run of the same method, targets and seeds, and `r2f-bench table`
+    kept only the newer of each cell, setting the other aside as a duplicate."""
+    runs = lambda usr, **c: [{**(r := record("ga", "rwku", s, "t1", usr, 90.0, 50.0, 0.9, 1.0)),
+                              "config": {**r["config"], **c}, "stored_at": float(usr)} for s in (0, 1)]
+    kept, aside = newest_per_cell(runs(10.0) + runs(30.0, **{option: value}))
+    assert len(kept) == 4 and not aside
+    t1 = {t.name: t for t in build_tables(kept)}["table1"]
+    assert sorted((c[0].mean, c[0].n) for _, c in t1.rows) == [(10.0, 2), (30.0, 2)]
+    shown = ",".join(value) if isinstance(value, list) else value
+    assert row(t1, f"ga [{option}={shown}]")["rwku.usr"].mean == 30.0
+
+
+def test_every_run_option_is_a_setting_the_cell_or_where_it_ran():
+    """A new option is placed on purpose: in what tells records' settings apart (a row each), in
+    a table cell's own identity, or among the fields that only say where or how fast it ran."""
+    from dataclasses import fields
+
+    from r2f_bench.engine.config import RunConfig
+    from r2f_bench.results.cells import RUN_FIELDS
+    from r2f_bench.results.store import WHERE_FIELDS
+
+    cell = {"method", "task", "seed", "split", "targets", "limit", "data_dir"}  # data_dir: the data revision
+    named = {"model", "proxy", "params", "views", "paraphraser", "forget_source", "retain_items", "control",
+             "teach_epochs", "teach_lr", "teach_threads"}
+    same_results = {"trust_remote_code"}  # allows a model's own code; what that code computes is the model's
+    assert {f.name for f in fields(RunConfig)} == cell | named | same_results | set(RUN_FIELDS) | set(WHERE_FIELDS)
 
 
 def test_a_records_setting_is_read_without_torch():
