@@ -1,5 +1,5 @@
-"""What a run's model, proxy and data are, whatever path they were given by: a local file's or
-folder's content, not where it lies. Store keys, table settings and the caches built from a
+"""What a run's model, proxy, paraphrase model, data and parameter files are, whatever path they
+were given by: a local file's or folder's content, not where it lies. Store keys, table settings and the caches built from a
 proxy read these, so the same GGUF file under two paths is one model, and a file replaced at
 one path is another."""
 
@@ -13,6 +13,7 @@ from typing import Any, Mapping
 from .config import RunConfig
 
 PREFIX = "sha256:"  # before the hash of a local model's bytes: its identity
+HF = "hf:"  # before a paraphrase model's name or path (--paraphraser)
 DEFAULT_PROXY = RunConfig.proxy  # the --proxy of a run that names none
 
 
@@ -59,9 +60,10 @@ def _digest(stamp: tuple[tuple[str, int, int, int], ...], folder: bool) -> str:
 
 def identities(config: Mapping[str, Any], uses_proxy: bool) -> dict[str, Any]:
     """The configuration fields that a store key and a table's setting hold other than as
-    written, with what they hold: a local ``model`` or ``proxy`` by its :func:`content_id`; a
-    local ``data_dir`` as ``None`` (the data revision, a hash of the files read, names its
-    content); the proxy of a method that reads none as the default's (it changes nothing)."""
+    written, with what they hold: a local ``model`` or ``proxy`` by its :func:`content_id`, and
+    a local paraphrase model (``hf:DIR``) likewise; a local ``data_dir`` as ``None`` (the data
+    revision, a hash of the files read, names its content); the proxy of a method that reads none
+    as the default's (it changes nothing)."""
     out: dict[str, Any] = {}
     for field in ("model", "proxy"):
         spec = config.get(field)
@@ -70,6 +72,9 @@ def identities(config: Mapping[str, Any], uses_proxy: bool) -> dict[str, Any]:
                 out[field] = DEFAULT_PROXY
         elif isinstance(spec, str) and _is_local(spec):
             out[field] = content_id(spec)
+    paraphraser = config.get("paraphraser")
+    if isinstance(paraphraser, str) and paraphraser.startswith(HF) and _is_local(paraphraser[len(HF):]):
+        out["paraphraser"] = HF + content_id(paraphraser[len(HF):])
     data_dir = config.get("data_dir")
     if isinstance(data_dir, str) and data_dir and _is_local(data_dir):
         out["data_dir"] = None

@@ -19,10 +19,12 @@ from ..data import Target, Teaching
 from ..errors import UserError
 from ..plugins import registry
 from ..task import HELD_OUT, SEEN
+from ..unlearner import existing_file
 from . import protocol
 from . import world_teaching
 from .config import CONTROLS, SPLITS, TEACH_EPOCHS, TEACH_LR, TEACH_THREADS, RunConfig, check_bounds
 from .embedded import DEFAULT_MODEL, DEFAULT_PROXY, EmbeddedSpec
+from .identity import content_id
 from .pretrained import check_model_path, decoder_layers, first_layers_of
 from .scope import Scope, scored_split
 from .views import check_paraphraser
@@ -197,8 +199,11 @@ class Plan:
     def resolved_params(self) -> dict[str, Any]:
         """The method's hyper-parameters with defaults filled in (part of the store key), less a
         field added after stores existed (``metadata={"added": True}``) left at its default,
-        which does what runs did before it: an older store's results keep their keys."""
-        return {f.name: getattr(self.params, f.name) for f in dataclasses.fields(self.params)
+        which does what runs did before it: an older store's results keep their keys. A file
+        a parameter names (its check is :func:`~r2f_bench.unlearner.existing_file`: a fitted
+        decoder, say) is held by its content (:func:`~.identity.content_id`), not its path."""
+        named = lambda f, v: content_id(v) if f.metadata.get("check") is existing_file and v else v
+        return {f.name: named(f, getattr(self.params, f.name)) for f in dataclasses.fields(self.params)
                 if not (f.metadata.get("added") and getattr(self.params, f.name) == f.default)}
 
     def knowledge(self) -> tuple[Teaching, list[str]]:

@@ -42,3 +42,35 @@ def test_a_model_folder_is_every_file_in_it(tmp_path):
     second = content_id(str(folder))
     folder.rename(tmp_path / "renamed")
     assert first != second == content_id(str(tmp_path / "renamed"))
+
+
+def test_a_local_paraphrase_model_is_its_content_and_a_hub_one_its_name(tmp_path):
+    """Before: ``--paraphraser hf:DIR`` entered a key as typed, so two folders reached by one relative
+    path were one job (a sweep skipped the second), and one folder by two paths two jobs."""
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "model.safetensors").write_bytes(b"t5 weights")
+    same = [identities({"paraphraser": f"hf:{tmp_path / name}"}, uses_proxy=True) for name in ("a", "b")]
+    assert same[0] == same[1] == {"paraphraser": "hf:" + content_id(str(tmp_path / "a"))}
+    (tmp_path / "b" / "model.safetensors").write_bytes(b"other weights")
+    assert identities({"paraphraser": f"hf:{tmp_path / 'b'}"}, uses_proxy=True) != same[0]
+    assert identities({"paraphraser": "hf:humarin/chatgpt_paraphraser_on_T5_base"}, uses_proxy=True) == {}
+    assert identities({"paraphraser": "self"}, uses_proxy=True) == {}
+
+
+def test_a_file_a_parameter_names_is_keyed_by_its_content(tmp_path):
+    """Before: R2F's ``decoder_path`` entered the key as typed: a refitted decoder written over the
+    same file was found done, and a copy elsewhere ran again."""
+    from r2f_bench.engine.config import RunConfig
+    from r2f_bench.engine.plan import Plan
+
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "decoder.safetensors").write_bytes(b"decoder one")
+    resolved = lambda name: Plan(RunConfig(method="r2f", task="rwku", limit=1, output=str(tmp_path / "out"),
+                                           params={"decoder_path": str(tmp_path / name / "decoder.safetensors")}),
+                                 progress=lambda m: None).resolved_params()["decoder_path"]
+    first = resolved("a")
+    assert first == resolved("b") == content_id(str(tmp_path / "a" / "decoder.safetensors"))
+    (tmp_path / "a" / "decoder.safetensors").write_bytes(b"decoder refitted")
+    assert resolved("a") != first
