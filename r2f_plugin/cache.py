@@ -22,6 +22,7 @@ def cache_root() -> Path:
 
 
 KINDS = ("models", "evals", "decoders", "worlds")  # the cache's folders, one per kind of entry
+PARTIAL = ".partial.safetensors"  # after a models entry's name: the saved state of its teaching under way
 
 
 def check_cache() -> None:

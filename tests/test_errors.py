@@ -491,12 +491,20 @@ def test_cache_info_and_clear(tmp_path, monkeypatch, capsys):
     (tmp_path / "evals").mkdir()
     (tmp_path / "evals" / "rwku-1.json").write_text("{}")
     (tmp_path / "evals" / "rwku-2.json.corrupt-1").write_text("{")
+    from safetensors.torch import save_file  # a world teaching's saved state, and one cut off mid-write
+
+    save_file({"rng": torch.zeros(3_000_000)}, str(tmp_path / "models" / "taught-abc.partial.safetensors"),
+              metadata={"key": "abc", "step": "249"})
+    (tmp_path / "models" / "taught-def.partial.safetensors").write_bytes(b"\xff" * 16)
     assert main(["cache", "info"]) == 0
     out = capsys.readouterr().out
     assert re.search(r"models\s+1 entries\s+2\.0 MB", out) and re.search(r"evals\s+1 entries", out)
+    assert re.search(r"teachings under way\s+2 entries\s+12\.0 MB", out)  # before: counted as models
+    assert re.search(r"taught-abc: saved after step 249, 0\.0 h ago \(the same command goes on from it", out)
+    assert "taught-def: unreadable (set aside when its teaching runs again)" in out
     assert re.search(r"set aside as corrupt\s+1 entries", out)
     assert main(["cache", "clear"]) == 0
-    assert "removed 3 cache entries" in capsys.readouterr().out
+    assert "removed 5 cache entries" in capsys.readouterr().out
     assert not list(tmp_path.glob("*/*"))
 
 

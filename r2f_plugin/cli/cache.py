@@ -5,14 +5,17 @@ shipped demo models' recipes here to compare them with what ships."""
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
+import time
 from typing import Any
 from pathlib import Path
 
 from ..errors import UserError
-from ..cache import KINDS, cache_root, check_cache
+from ..cache import KINDS, PARTIAL, cache_root, check_cache
 from .options import add_quiet_option, add_seeds_option, add_task_option, say
 
+TEACHINGS = "teachings under way"  # saved states of world teachings (models/*.partial.safetensors)
 
 
 def _size(path: Path) -> int:
@@ -25,8 +28,24 @@ def _entries(root: Path) -> dict[str, list[Path]]:
     except OSError as exc:
         raise UserError(f"cannot read the cache {root} ({exc.strerror}); check its permissions, "
                         f"or set R2F_BENCH_CACHE to another folder.") from None
-    return {kind: [p for p in paths if ".corrupt-" not in p.name and not p.name.startswith(".")]
-            for kind, paths in out.items()} | {"set aside as corrupt": sorted(root.glob("*/*.corrupt-*"))}
+    kept = {kind: [p for p in paths if ".corrupt-" not in p.name and not p.name.startswith(".")]
+            for kind, paths in out.items()}
+    under_way = [p for p in kept["models"] if p.name.endswith(PARTIAL)]
+    kept["models"] = [p for p in kept["models"] if p not in under_way]
+    return kept | {TEACHINGS: under_way, "set aside as corrupt": sorted(root.glob("*/*.corrupt-*"))}
+
+
+def _saved_step(path: Path) -> str:
+    """The step a teaching's saved state was taken after (its metadata; torch is not loaded)."""
+    try:
+        with path.open("rb") as f:
+            size = int.from_bytes(f.read(8), "little")
+            if size > 1 << 24:  # not a header's length: the file is not a saved state
+                raise ValueError(size)
+            header = json.loads(f.read(size))
+        return f"saved after step {int(header['__metadata__']['step'])}"
+    except (OSError, ValueError, KeyError, TypeError):
+        return "unreadable (set aside when its teaching runs again)"
 
 
 def cmd_info(args: argparse.Namespace) -> None:
@@ -34,6 +53,15 @@ def cmd_info(args: argparse.Namespace) -> None:
     print(f"cache {root} (set R2F_BENCH_CACHE to move it)")
     for kind, paths in _entries(root).items():
         print(f"  {kind:<22} {len(paths):>4} entries  {sum(map(_size, paths)) / 1e6:9.1f} MB")
+        if kind == TEACHINGS:  # each goes on when its command runs again; one whose command changed never will
+            for p in paths:
+                print(f"    {p.name[:-len(PARTIAL)]}: {_saved_step(p)}, {_age(p)} ago (the same command goes on from it; "
+                      f"`cache clear` removes it)")
+
+
+def _age(path: Path) -> str:
+    hours = (time.time() - path.stat().st_mtime) / 3600
+    return f"{hours:.1f} h" if hours < 48 else f"{hours / 24:.0f} days"
 
 
 def cmd_clear(args: argparse.Namespace) -> None:

@@ -36,7 +36,7 @@ from typing import Any, Callable, Iterator, Sequence
 import torch
 
 from ..atomic import atomic_dir, set_aside, write_safetensors
-from ..cache import cache_root
+from ..cache import PARTIAL, cache_root
 from ..data import Probe, Teaching
 from ..errors import UserError
 from ..training.encoding import as_asked
@@ -51,7 +51,6 @@ TEXT_BATCH = 16  # biographies a step; the questions' batch keeps both sets at t
 WEIGHTS, INFO = "model.safetensors", "r2f_info.json"
 CHECKPOINT_SECONDS = 600.0  # of teaching between saves of its state: a cut-off teaching loses at most this
 MOMENTS = ("step", "exp_avg", "exp_avg_sq")  # AdamW's state of one parameter (none before its first gradient)
-PARTIAL = ".partial.safetensors"  # after a cache entry's name: the state of its teaching under way
 
 
 @dataclass(frozen=True)
