@@ -137,6 +137,22 @@ CASES = [
      lambda t, r: ["--model", str(t), "--data-dir", str(r), "--targets", "1", "--teach-lr", "1e-4"],
      "--teach-epochs, --teach-lr and --teach-threads set how a pretrained model is taught a knowledge world, and "
      "this run's data is a benchmark's own, which no model is taught: drop them."),
+    ("a relearning budget with no relearning attack (it ran, under another store key)",
+     lambda t, r: ["--attacks", "quantize:int8", "--rap-lr", "1e-4"],
+     "--rap-steps and --rap-lr set the relearning attacks' budget, and --attacks quantize:int8 runs none; drop them."),
+    ("a relearning rate with no relearning steps", lambda t, r: ["--rap-steps", "0", "--rap-lr", "1e-4"],
+     "--rap-lr sets the relearning attacks' rate, and --rap-steps 0 runs no relearning; drop one of them."),
+    ("a paraphraser with one view (it loaded the paraphraser and asked it nothing)",
+     lambda t, r: ["--views", "1", "--paraphraser", "templates"],
+     "--paraphraser templates, but with --views 1 each fact is asked as it is and nothing is paraphrased; drop it, "
+     "or pass --views 2 or more."),
+    ("no chat template for an embedded model (it ran as auto, under another store key)",
+     lambda t, r: ["--chat-template", "off"],
+     "--chat-template off, but the embedded models have no chat template; drop it, or pass --model with an "
+     "instruct model."),
+    ("sequential deletions of one target", lambda t, r: ["--limit", "1", "--sequential"],
+     "--sequential applies the targets' deletions one after another, and this run has one target; pass two or more "
+     "(--targets or --limit), or drop it."),
     ("model path missing", lambda t, r: ["--model", "./no-such-model"],
      "model path ./no-such-model does not exist; pass a local directory with safetensors weights, or a hub name such as mistralai/Mistral-7B-v0.1."),
     ("unknown method", lambda t, r: ["--method", "nope"], None),

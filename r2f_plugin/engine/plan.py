@@ -13,7 +13,7 @@ import torch
 
 from .. import __version__
 from ..atomic import check_writable
-from ..attack import parse_attacks
+from ..attack import Attack, parse_attacks
 from ..cache import check_cache
 from ..data import Target, Teaching
 from ..errors import UserError
@@ -22,7 +22,7 @@ from ..task import HELD_OUT, SEEN
 from ..unlearner import existing_file
 from . import protocol
 from . import world_teaching
-from .config import CONTROLS, SPLITS, TEACH_EPOCHS, TEACH_LR, TEACH_THREADS, RunConfig, check_bounds
+from .config import CONTROLS, OPTIONS, SPLITS, TEACH_EPOCHS, TEACH_LR, TEACH_THREADS, RunConfig, check_bounds
 from .embedded import DEFAULT_MODEL, DEFAULT_PROXY, EmbeddedSpec
 from .identity import content_id
 from .pretrained import check_model_path, decoder_layers, first_layers_of
@@ -48,6 +48,26 @@ def model_layers(spec: str) -> int | None:
     return EmbeddedSpec.parse(spec).layers if spec.startswith("embedded") else decoder_layers(spec)
 
 
+def unread_options(config: RunConfig, attacks: list[tuple[str, Attack]]) -> None:
+    """One line for an option this run would accept and never read, which would still change its
+    store key (the same work stored twice): the relearning budget without a relearning attack, a
+    paraphraser with nothing to paraphrase, a chat template setting for models that have none."""
+    default = lambda name: OPTIONS[name].default
+    if not any(a.relearns for _, a in attacks) and (config.rap_steps, config.rap_lr) != (
+            default("rap_steps"), default("rap_lr")):
+        raise UserError(f"--rap-steps and --rap-lr set the relearning attacks' budget, and --attacks {config.attacks} "
+                        f"runs none; drop them.")
+    if config.rap_steps == 0 and config.rap_lr != default("rap_lr"):
+        raise UserError("--rap-lr sets the relearning attacks' rate, and --rap-steps 0 runs no relearning; drop one "
+                        "of them.")
+    if config.views == 1 and config.paraphraser != default("paraphraser"):
+        raise UserError(f"--paraphraser {config.paraphraser}, but with --views 1 each fact is asked as it is and "
+                        f"nothing is paraphrased; drop it, or pass --views 2 or more.")
+    if config.model.startswith("embedded") and config.chat_template != default("chat_template"):
+        raise UserError(f"--chat-template {config.chat_template}, but the embedded models have no chat template; "
+                        f"drop it, or pass --model with an instruct model.")
+
+
 class Plan:
     """A run's checked inputs and data (no model): constructing it fails with one line on
     a bad option, loads the benchmark and picks the targets the run scores.
@@ -66,7 +86,8 @@ class Plan:
         self.method_cls = reg.method(config.method) if config.method else None
         self.task = reg.task(config.task)()
         self.params = self.method_cls.parse_params(config.params) if self.method_cls else None
-        parse_attacks(config.attacks)  # an unknown attack or a bad value: one line, before the data loads
+        # an unknown attack, a bad value or an option the run would not read: one line, before the data loads
+        unread_options(config, parse_attacks(config.attacks))
         if config.split not in SPLITS:
             raise UserError(f"unknown split {config.split!r}; use {' or '.join(SPLITS)}.")
         if config.control not in CONTROLS:  # argparse checks the CLI's; this, the Python API's
@@ -89,9 +110,6 @@ class Plan:
         if layers is not None and not 1 <= cut < layers:  # an uncached hub model's: checked where the proxy is cut
             raise UserError(f"--proxy first-layers:{cut}: {config.model} has {layers} decoder layers; keep between 1 "
                             f"and {layers - 1}.")
-        if config.model.startswith("embedded") and config.chat_template == "on":
-            raise UserError("--chat-template on, but the embedded models have no chat template; drop it, or pass "
-                            "--model with an instruct model.")
         if not str(config.output).strip():  # Path("") is the working directory
             raise UserError("--output is empty; pass the results directory, e.g. --output r2f-output.")
         self.out_dir = Path(config.output)
@@ -133,6 +151,9 @@ class Plan:
         if not self.targets:
             raise UserError(f"no {config.task} target has both a request and forget probes in {self.bench.source}; "
                             f"check the data or pick other --targets.")
+        if config.sequential and len(self.targets) < 2:  # one deletion is the same with or without it
+            raise UserError("--sequential applies the targets' deletions one after another, and this run has one "
+                            "target; pass two or more (--targets or --limit), or drop it.")
         if self.method_cls and not scored.retain_pool() and (fix := self.method_cls.dev_split_needed(self.params)):
             raise UserError(fix)
         if config.control == "other_request" and config.sequential:
