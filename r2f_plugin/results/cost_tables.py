@@ -11,7 +11,7 @@ from typing import Mapping, Sequence
 from ..cost import ONCE_PHASES, TARGET_PHASES
 from ..jsontext import canonical_json
 from ..metric import METRICS
-from .cells import model_name, row_name, setting, setting_label, task_order, varying
+from .cells import SETTING_FIELDS, model_name, row_name, setting, setting_label, task_order, varying
 from .stats import Record, Stat, group_stats
 from .tables import NOT_RECORDED, UNDEFINED, Column, Provenance, Table, cell_stats, direction, method_rows, metric_table
 
@@ -60,11 +60,13 @@ def cost_table(records: Sequence[Record], reference: str | None = None) -> Table
                          machines_note(records).strip())
     if reference is None:
         return table
-    ref = next((i for i, (lab, _) in enumerate(table.rows) if lab == reference), None)
-    if ref is None:
-        ref = next((i for i, (lab, _) in enumerate(table.rows) if lab.startswith(reference + " [")), None)
-    if ref is None:
+    labels = [lab for lab, _ in table.rows]
+    rows_of_reference = [lab for lab in labels if lab == reference or lab.startswith(reference + " [")]
+    if len(rows_of_reference) != 1:  # not run; or several rows, of which a ratio to the first by name would mislead
+        if rows_of_reference:
+            table.note += f" No × {reference} ratios: {reference} has {len(rows_of_reference)} rows here."
         return table
+    ref = labels.index(rows_of_reference[0])
     columns: list[Column] = []
     rows = [(lab, []) for lab, _ in table.rows]
     for j, col in enumerate(table.columns):
@@ -118,14 +120,22 @@ def phases_table(records: Sequence[Record]) -> Table:
                  PHASES_NOTE + machines_note(records), columns, rows, Provenance.of(records))
 
 
+PAIR_FREE = tuple(f for f in SETTING_FIELDS if f not in ("target", "proxy", "control"))  # control: in the row name
+
+
+def _pair_free(record: Record) -> dict:
+    """``record``'s setting less its (target, proxy) pair: one transfer matrix each."""
+    return {k: v for k, v in setting(record).items() if k not in ("target", "proxy")}
+
+
 def transfer_tables(records: Sequence[Record]) -> list[Table]:
     """Proxy→model matrices of every method that uses a proxy model: models as rows,
-    proxies × (USR, GUR) as columns, per method, dataset and setting."""
+    proxies × (USR, GUR) as columns, per method, dataset and setting (everything else that tells
+    records apart: :func:`~.cells.setting`)."""
     by_case: dict[tuple[str, str, str], list[Record]] = defaultdict(list)
     for r in records:
         if (r.get("models") or {}).get("proxy"):
-            s = setting(r)
-            by_case[(row_name(r), r.get("task"), canonical_json([s["params"], s["views"]]))].append(r)
+            by_case[(row_name(r), r.get("task"), canonical_json(_pair_free(r)))].append(r)
     tables: list[Table] = []
     rank = {t: i for i, t in enumerate(task_order(t for _, t, _ in by_case))}
     for (method, task, _), rs in sorted(by_case.items(), key=lambda kv: (kv[0][0], rank[kv[0][1]], kv[0][2])):
@@ -138,8 +148,8 @@ def transfer_tables(records: Sequence[Record]) -> list[Table]:
         columns = [Column(f"{p}.{m}", METRICS[m].column_title, name[p], direction(m), METRICS[m].digits)
                    for p in proxies for m in ("usr", "gur")]
         rows = [(name[t], [stats[m].get((t, p)) for p in proxies for m in ("usr", "gur")]) for t in targets]
-        extra = setting_label(setting(rs[0]), varying([r for (m, t, _), group in by_case.items() if (m, t) == (method, task)
-                                                       for r in group], ("params", "views")))
+        extra = setting_label(_pair_free(rs[0]), varying([r for (m, t, _), group in by_case.items() if (m, t) == (method, task)
+                                                         for r in group], PAIR_FREE))
         stem = "-".join(re.findall(r"[\w.]+", f"transfer-{method}-{task}", re.ASCII))  # a file name and a LaTeX label
         same = sum(t.name.startswith(stem) for t in tables)
         tables.append(Table(stem + (f"-{same + 1}" if same else ""),

@@ -103,6 +103,33 @@ def test_transfer_matrix():
     assert "transfer-r2f-control-random_step-rwku" in {t.name for t in build_tables(recs)}  # a file name, a label
 
 
+def test_a_transfer_matrix_holds_one_setting():
+    """Before: only params and views told matrices apart, so float32 and bfloat16 runs of one
+    (model, proxy) pair shared a cell, each (target, seed) in it twice (n=4, a collapsed interval)."""
+    recs = [{**(r := record("r2f", "rwku", seed, "t1", usr, 90.0, 0.0, 0.9, 1.0, model=t, proxy=p)),
+             "config": {**r["config"], "dtype": dtype}}
+            for dtype, usr in (("float32", 80.0), ("bfloat16", 20.0)) for seed in (0, 1)
+            for t, p in (("embedded:llama-h128-l4", "embedded:llama-h64-l2"), ("embedded:llama-h128-l4", "embedded:gpt2-h64-l2"))]
+    matrices = [t for t in build_tables(recs) if t.name.startswith("transfer-r2f-rwku")]
+    assert sorted(t.title for t in matrices) == ["Proxy → target transfer of r2f, rwku (dtype=bfloat16)",
+                                                 "Proxy → target transfer of r2f, rwku (dtype=float32)"]
+    for t in matrices:
+        usr = {c.mean for c in row(t, "embedded:llama-h128-l4").values() if c.n} - {90.0}
+        assert len(usr) == 1 and all(c.n == 2 for c in row(t, "embedded:llama-h128-l4").values())
+
+
+def test_no_cost_ratio_to_a_reference_with_several_rows():
+    """Before: × r2f divided by whichever r2f row sorted first (rank=4 here, 2 s, not rank=8's 20 s)."""
+    recs = [record("r2f", "rwku", 0, "t1", 1.0, 1.0, 1.0, 1.0, 20.0, params={"rank": "8"}),
+            record("r2f", "rwku", 0, "t1", 1.0, 1.0, 1.0, 1.0, 2.0, params={"rank": "4"}),
+            record("ga", "rwku", 0, "t1", 1.0, 1.0, 1.0, 1.0, 10.0)]
+    cost = {t.name: t for t in build_tables(recs, reference="r2f")}["cost"]
+    assert not any(c.key.endswith("_vs_r2f") for c in cost.columns)
+    assert "No × r2f ratios: r2f has 2 rows here." in cost.note
+    one = {t.name: t for t in build_tables(recs[1:], reference="r2f")}["cost"]
+    assert row(one, "ga")["rwku.seconds_vs_r2f"].mean == 5.0
+
+
 def test_a_local_model_is_grouped_by_its_content_and_named_by_its_file():
     """Records of one GGUF file given by two paths share a row, named by the file (and its
     hash's start), not by a hash alone."""
