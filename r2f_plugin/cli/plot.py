@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UserError
+from ..results.cells import scored
 from ..results.plots import AXES, plot_ablation
 from ..results.store import Store
 from .options import add_out_dir_option, add_store_option
@@ -20,6 +21,10 @@ def plot_command(args: argparse.Namespace) -> None:
     if aside:
         print(f"{sum(aside.values())} records set aside: a (target, seed) cell counts its newest record once "
               f"({reasons(aside)})", file=sys.stderr)
+    _, diverged = scored(records)
+    if diverged:
+        print(f"left out: {sum(diverged.values())} diverged deletions (non-finite weights; "
+              f"{', '.join(f'{m} {n}' for m, n in sorted(diverged.items()))})", file=sys.stderr)
     out_dir = Path(args.out_dir) if args.out_dir else store.root / "plots"
     drawn = [axis for axis in AXES if plot_ablation(records, axis, out_dir / f"{axis}.png")]
     if not drawn:

@@ -149,6 +149,15 @@ def invalid(record: Record) -> str | None:
     return None
 
 
+def scored(records: Iterable[Record]) -> tuple[list[Record], Counter[str]]:
+    """The evaluation-split records of deletions that did not diverge, which tables and plots
+    count, and the diverged ones by row (:func:`row_name`). Dev-split runs (``r2f-bench tune``)
+    choose hyper-parameters and never count."""
+    evaluated = [r for r in records if (r.get("config") or {}).get("split", "eval") == "eval"]
+    diverged = Counter(row_name(r) for r in evaluated if r.get("status", "ok") != "ok")
+    return [r for r in evaluated if r.get("status", "ok") == "ok"], diverged
+
+
 def tabulable(records: Iterable[Record]) -> tuple[list[Record], list[str]]:
     """The records that can enter a table or plot, and ``KEY: why`` for each other one (:func:`invalid`)."""
     kept, skipped = [], []

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
 from typing import Sequence
 
 from ..engine.metrics import ANSWERED_NOTE
 from ..errors import UserError
-from .cells import row_name
+from .cells import scored
 from .cost_tables import cost_table, phases_table, transfer_tables
 from .paired_table import baseline_row, paired_table, row_pairs
 from .stats import Record
@@ -27,12 +26,7 @@ def build_tables(records: Sequence[Record], phases: bool = False, reference: str
 
     Only evaluation-split records count: dev-split runs (``r2f-bench tune``) choose
     hyper-parameters and never enter a leaderboard."""
-    records = [r for r in records if r.get("config", {}).get("split", "eval") == "eval"]
-    diverged = defaultdict(int)
-    for r in records:
-        if r.get("status", "ok") != "ok":
-            diverged[row_name(r)] += 1
-    records = [r for r in records if r.get("status", "ok") == "ok"]
+    records, diverged = scored(records)
     if not records:
         return []
     labels, _ = method_rows(records)

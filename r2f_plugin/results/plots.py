@@ -17,7 +17,7 @@ from typing import Any, Callable, Hashable, Sequence
 from ..atomic import atomic_path
 from ..jsontext import canonical_json
 from ..metric import METRICS
-from .cells import row_name, setting, setting_label, task_order, varying
+from .cells import row_name, scored, setting, setting_label, task_order, varying
 from .stats import Record, group_stats
 from .tables import direction
 
@@ -59,13 +59,16 @@ AXES: dict[str, tuple[Callable[[Record], float | None], str]] = {
 
 
 def series(records: Sequence[Record], axis: str) -> dict[tuple[str, str], dict[str, dict[float, Any]]]:
-    """(task, line label) -> metric -> x -> Stat, for lines with at least two x values."""
+    """(task, line label) -> metric -> x -> Stat, for lines with at least two x values, from the
+    records a table counts (:func:`~.cells.scored`). A line is labelled by every setting field that
+    varies among the points but the ablated one, so two lines never share a label."""
     x_of, _ = AXES[axis]
     rest = _rest(axis)
-    points = [r for r in records if x_of(r) is not None]
+    points = [r for r in scored(records)[0] if x_of(r) is not None]
     if not points:
         return {}
-    fields = ["method"] + varying(points, ("params", "views", "target", "proxy"))
+    ablated = "params.rank" if axis == "rank" else "views"
+    fields = ["method"] + [f for f in varying(points) if f not in (ablated, "control")]  # control: in the method
 
     def line(r: Record) -> str:
         rs = rest(r)

@@ -34,6 +34,24 @@ def test_series_per_task_and_line():
     assert series([], "rank") == {}
 
 
+def test_a_line_is_one_setting_of_evaluated_deletions():
+    """Before: a bfloat16 run's ranks joined the float32 line (or overwrote its points at the same
+    ranks) under one label, and dev-split (tune) and diverged records were averaged in."""
+    recs = []
+    for dtype, base in (("float32", 50.0), ("bfloat16", 10.0)):
+        for rank in (2, 4):
+            r = record("r2f", "rwku", 0, "t1", base + rank, 90.0, 5.0, 0.9, 1.0, params={"rank": str(rank)})
+            recs.append({**r, "config": {**r["config"], "dtype": dtype}})
+    dev = record("r2f", "rwku", 0, "d1", 99.0, 90.0, 5.0, 0.9, 1.0, params={"rank": "2"})
+    dev["config"]["split"] = "dev"
+    diverged = {**record("r2f", "rwku", 1, "t1", 0.0, 0.0, 5.0, 0.9, 1.0, params={"rank": "2"}), "status": "diverged"}
+    lines = series(recs + [dev, diverged], "rank")
+    assert set(lines) == {("rwku", "r2f, dtype=float32"), ("rwku", "r2f, dtype=bfloat16")}
+    usr = lambda label: {x: (s.mean, s.n) for x, s in lines[("rwku", label)]["usr"].items()}
+    assert usr("r2f, dtype=float32") == {2.0: (52.0, 1), 4.0: (54.0, 1)}
+    assert usr("r2f, dtype=bfloat16") == {2.0: (12.0, 1), 4.0: (14.0, 1)}
+
+
 def test_plots_written_as_png(tmp_path, capsys):
     store = stored(ablation_records(), tmp_path / "store")
     parser = argparse.ArgumentParser()
