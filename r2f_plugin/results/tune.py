@@ -14,7 +14,9 @@ sweep machinery (results stored as they finish; a re-run resumes). It then appli
 one fixed rule:
 
     the highest mean USR among settings whose mean GUR is at least ``--min-gur``
-    (ties: the higher GUR); if none reaches it, the highest GUR.
+    (ties: the higher GUR); if none reaches it, the highest GUR,
+
+a diverged deletion counting in the means as USR 0, GUR 0 (as on the frontier).
 
 The same rule for every method, one seed unless ``--seeds`` says otherwise, and
 never a look at the evaluation targets. The defaults shipped in each method's
@@ -36,6 +38,7 @@ from ..errors import UserError
 from ..metric import METRICS
 from ..plugins import registry
 from ..unlearner import continued, log_spaced
+from .frontier import FAILURE
 from .job import Job
 from .store import Store
 from .sweep import execute
@@ -92,12 +95,17 @@ def refinement(rows: Sequence[Row], param: str, min_gur: float, n: int) -> list[
 
 
 def tune_means(records: list[dict]) -> dict[str, float | None]:
-    """Mean of each metric over the records that have it."""
+    """Mean of each metric over the records that have it, a diverged deletion counted as the
+    frontier's failure (:data:`~.frontier.FAILURE`: USR 0, GUR 0), so a setting is never chosen
+    on the few dev targets it did not break; and how many records and divergences there were."""
+    ok = [r for r in records if r.get("status", "ok") == "ok"]
+    failed = dict(zip(("usr", "gur"), FAILURE))
     out: dict[str, float | None] = {}
     for m in COLUMNS:
-        values = [r[m] for r in records if isinstance(r.get(m), (int, float))]
+        values = [r[m] for r in ok if isinstance(r.get(m), (int, float))]
+        values += [failed[m]] * (len(records) - len(ok)) if m in failed else []
         out[m] = statistics.fmean(values) if values else None
-    out["targets"] = len(records)
+    out["targets"], out["diverged"] = len(records), len(records) - len(ok)
     return out
 
 
@@ -125,7 +133,8 @@ def render(method: str, task: str, rows: list, best: int, why: str) -> str:
         label = ", ".join(f"{k}={v}" for k, v in point.items()) or "defaults"
         cells = ["n/a" if s[m] is None else f"{s[m]:.{shown[m][1]}f}" for m in COLUMNS]
         mark = " **←**" if i == best else ""
-        lines.append(f"| {label}{mark} | " + " | ".join(cells) + f" | {s['targets']} |")
+        broke = f" ({s['diverged']} diverged: USR 0, GUR 0)" if s.get("diverged") else ""
+        lines.append(f"| {label}{mark} | " + " | ".join(cells) + f" | {s['targets']}{broke} |")
     sets = " ".join(f"--set {k}={v}" for k, v in rows[best][0].items())
     lines += ["", f"Run the choice: `r2f-bench --method {method} --task {task}{' ' + sets if sets else ''}`"]
     return "\n".join(lines) + "\n"

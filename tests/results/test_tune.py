@@ -85,3 +85,17 @@ def test_negative_extend_is_one_line(tmp_path, capsys):
     assert main(["tune", "--method", "fullgrad", "--extend", "-1", "--output", str(tmp_path), *TINY_ARGS]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["error: --extend: -1 is below 0 (0 adds no strengths)."]
+
+
+def test_a_setting_that_diverged_on_dev_targets_is_not_chosen_on_the_rest():
+    """Before: means skipped the diverged deletions, so a setting that broke 2 of 3 dev targets was
+    chosen on its one good score (USR 95, GUR 96) over one that kept all three (60, 92)."""
+    from r2f_bench.results.tune import render, tune_means
+
+    scored = {"usr": 95.0, "gur": 96.0, "rap": 1.0, "identity_alignment": 0.9, "seconds": 1.0}
+    broke = tune_means([scored, {"status": "diverged"}, {"status": "diverged"}])
+    held = tune_means([{**scored, "usr": 60.0, "gur": 92.0}] * 3)
+    assert (broke["usr"], broke["gur"], broke["rap"], broke["diverged"]) == (95.0 / 3, 32.0, 1.0, 2)
+    rows = [({"lr": "1e-3"}, broke), ({"lr": "1e-4"}, held)]
+    assert choose(rows, 90)[0] == 1
+    assert "| 3 (2 diverged: USR 0, GUR 0) |" in render("ga", "rwku", rows, 1, "why")
