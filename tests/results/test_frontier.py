@@ -394,6 +394,15 @@ def test_the_frontier_reads_usr_after_an_attack(fake_run, tmp_path, monkeypatch,
     assert shipped["usr"]["n"] == 6 and shipped["usr"]["seeds"] == 3 and "Each method at its shipped defaults" in captured.err
     assert main(argv[:-2] + ["--after", "leak_at_k:8"]) == 2
     assert "--after 'leak_at_k:8' is not among --attacks (rap,quantize:nf4)" in capsys.readouterr().err
+    # a deletion that diverged at the shipped defaults: out of the attacks table, which says so (before: silently)
+    store = Store(tmp_path)
+    key = next(k for k in store.keys() if not (store.get(k)["config"].get("params") or {}))
+    store.put(key, {**store.get(key), "status": "diverged"})
+    assert main(argv) == 0
+    summary, err = json.loads((captured := capsys.readouterr()).out), captured.err
+    assert summary["shipped_attacks"]["r2f"]["usr"]["n"] == 5
+    assert ("Left out: diverged deletions at the shipped defaults (r2f 1), which the summary counts as failures "
+            "(USR 0, GUR 0)") in " ".join(err.split())
 
 
 def test_the_name_control_reading_charges_a_method_that_breaks_sentences_naming_the_target(
