@@ -51,7 +51,7 @@ from ..unlearner import Edit, Strength, Unlearner, at_least, positive
 class DeepCutParams(BatchParams):
     steps: int = field(default=5, metadata={"help": "AdamW steps", "check": at_least(1)})
     lr: float = field(default=1.64e-3, metadata={"help": "learning rate (tuned on the dev split)", "check": positive})
-    beta: float = field(default=1.0, metadata={"help": "weight of the contrastive forgetting loss"})
+    beta: float = field(default=1.0, metadata={"help": "weight of the contrastive forgetting loss", "check": positive})
     tau: float = field(default=0.1, metadata={"help": "InfoNCE temperature", "check": positive})
 
 

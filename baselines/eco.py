@@ -44,7 +44,7 @@ Defaults:
 from __future__ import annotations
 
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Sequence
 
 import torch
@@ -62,8 +62,16 @@ from ..unlearner import Context, Edit, Strength, Unlearner, positive, positives
 class EcoParams:
     sigmas: tuple[float, ...] = field(default=(0.5, 1.0, 2.0, 4.0, 8.0), metadata={"help": "candidate noise strengths (× embedding RMS) for the dev search", "check": positives})
     stop_ratio: float = field(default=0.3, metadata={"help": "sigma search target: dev answer accuracy ≤ stop_ratio × clean", "check": positive})
-    threshold: float = field(default=-1.0, metadata={"help": "classifier cosine threshold; < 0: fit on the dev split"})
-    sigma: float = field(default=-1.0, metadata={"help": "noise strength; < 0: fit on the dev split"})
+    threshold: float = field(default=-1.0, metadata={"help": "classifier cosine threshold, at most 1; < 0: fit on the dev split",
+                                                     "check": lambda v: None if v <= 1 else "at most 1 (a cosine; < 0 fits it on the dev split)"})
+    sigma: float = field(default=-1.0, metadata={"help": "noise strength; < 0: fit on the dev split",
+                                                 "check": lambda v: None if v != 0 else "> 0 (0 adds no noise; < 0 fits it on the dev split)"})
+
+    def __post_init__(self) -> None:
+        search = [f.name for f in fields(self) if f.name in ("sigmas", "stop_ratio") and getattr(self, f.name) != f.default]
+        if self.sigma > 0 and search:
+            raise UserError(f"parameter {search[0]!r} of method 'eco' sets the dev search for sigma, and sigma is given "
+                            f"({self.sigma:g}); drop one of them.")
 
 
 def scope_scores(texts: Sequence[str], scope: torch.Tensor) -> list[float]:

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 import torch
 
 from .. import hookimpl
+from ..errors import UserError
 from ..training.encoding import batches, encode
 from ..training.losses import answer_kl, batch_logits, logits_nll
 from ..training.one_step import all_views
@@ -54,12 +55,21 @@ from ..unlearner import Edit, Strength, Unlearner, at_least, positive
 
 @dataclass
 class ScrubParams(BatchParams):
-    msteps: int = field(default=2, metadata={"help": "epochs that include a max-step on the forget data (Kurmanji et al.)", "check": at_least(0)})
+    msteps: int = field(default=2, metadata={"help": "epochs that include a max-step on the forget data (Kurmanji et al.; at most epochs)", "check": at_least(1)})
     epochs: int = field(default=3, metadata={"help": "total epochs; every epoch has a min-step pass on the retain data", "check": at_least(1)})
     lr: float = field(default=2.59e-3, metadata={"help": "AdamW learning rate (tuned on the dev split; original 5e-4 on image models)", "check": positive})
     alpha: float = field(default=0.001, metadata={"help": "weight of KL(teacher‖student) in the min-step (Kurmanji et al., large-scale)", "check": at_least(0)})
     gamma: float = field(default=0.99, metadata={"help": "weight of the retain answer cross-entropy in the min-step (large-scale)", "check": at_least(0)})
     temperature: float = field(default=4.0, metadata={"help": "distillation temperature T of both KL terms, scaled by T² (the original's kd_T)", "check": positive})
+
+    def __post_init__(self) -> None:
+        if self.msteps > self.epochs:  # the epochs past the last bound every max-step: the same run as msteps=epochs
+            raise UserError(f"parameter 'msteps' of method 'scrub' must be at most epochs ({self.epochs}), got "
+                            f"{self.msteps}: only that many epochs hold a max-step.")
+
+
+NO_RETAIN = ("SCRUB's min-steps keep the retain facts, which come from the dev split, and this run has none; pass "
+             "--dev-targets 1 or more and --retain-items 1 or more.")
 
 
 def frozen_copy(model: torch.nn.Module) -> torch.nn.Module:
@@ -76,7 +86,13 @@ class Scrub(Unlearner):
     Params = ScrubParams
     strength = Strength("lr", 5e-5, 5e-3)
 
+    @classmethod
+    def dev_split_needed(cls, params: ScrubParams) -> str | None:
+        return NO_RETAIN
+
     def unlearn(self, model, request, ctx):
+        if not request.retain:  # the min-steps are SCRUB's half that keeps what it should (--retain-items 0)
+            raise UserError(NO_RETAIN)
         p = self.params
         teacher = frozen_copy(model)
         device = next(model.parameters()).device

@@ -70,8 +70,8 @@ class SkuParams(BatchParams):
     eps_pd: float = field(default=1.0, metadata={"help": "weight of preservation divergence, −KL on retain data (authors: 1)"})
     k_random: int = field(default=5, metadata={"help": "random answers per forget prompt (authors: K=5)", "check": at_least(1)})
     rank: int = field(default=32, metadata={"help": "stage-1 LoRA rank (authors: 32)", "check": at_least(1)})
-    alpha: float = field(default=16.0, metadata={"help": "stage-1 LoRA alpha (authors: 16)"})
-    lam: float = field(default=1.0, metadata={"help": "negation strength λ: θ − λ·τ"})
+    alpha: float = field(default=16.0, metadata={"help": "stage-1 LoRA alpha (authors: 16)", "check": positive})
+    lam: float = field(default=1.0, metadata={"help": "negation strength λ: θ − λ·τ", "check": positive})
 
 
 class SKU(Unlearner):

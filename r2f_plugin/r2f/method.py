@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -70,6 +70,13 @@ class R2FParams(StepParams):
     micro_batch_tokens: int = field(default=MICRO_BATCH_TOKENS, metadata={
         "help": "padded tokens per forward/backward pass (at most 8 sequences; 0: 8 sequences whatever their length): peak activation memory is one such pass's",
         "check": at_least(0)})
+
+    def __post_init__(self) -> None:
+        fitted = [f.name for f in fields(self) if f.name in ("decoder", "fit_examples")
+                  and getattr(self, f.name) != f.default]
+        if self.decoder_path and fitted:
+            raise UserError(f"parameter {fitted[0]!r} of method 'r2f' shapes the decoder R2F fits, and decoder_path "
+                            f"loads a fitted one; drop one of them.")
 
 
 def units(views: Sequence[Sequence[Probe]], aggregate: str) -> list[list[Probe]]:
@@ -138,7 +145,7 @@ class R2F(OneStepUnlearner):
         grads = probe.gradients(ctx.tokenizer, units(request.views, p.aggregate), p.loss, p.micro_batch_tokens)
         with phase("decode"):
             update = decoded(self.decoder, grads)
-        info = {"decoder": p.decoder, "decoder_uses": self.decoder.uses, "aggregate": p.aggregate,
+        info = {"decoder": self.decoder.kind, "decoder_uses": self.decoder.uses, "aggregate": p.aggregate,
                 "decoded_units": len(grads),
                 "decoder_proxy": self.decoder.meta.get("proxy", "")}
         return update.__getitem__, info

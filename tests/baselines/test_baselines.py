@@ -196,3 +196,42 @@ def test_steps_repeat_the_step_at_the_weights_the_last_one_left(setting, name):
     longer = cls(cls.parse_params({"step": "0.03"})).unlearn(copy.deepcopy(setting["model"]), setting["request"],
                                                             setting["ctx"]).model
     assert any(not torch.allclose(a, b, atol=1e-4) for a, b in zip(longer.parameters(), edit.model.parameters()))
+
+
+@pytest.mark.parametrize("method,sets,message", [
+    ("scrub", {"msteps": "0"}, "parameter 'msteps' of method 'scrub' must be >= 1, got '0'."),
+    ("scrub", {"msteps": "4"}, "parameter 'msteps' of method 'scrub' must be at most epochs (3), got 4: only that "
+                               "many epochs hold a max-step."),
+    ("sku", {"lam": "0"}, "parameter 'lam' of method 'sku' must be > 0, got '0'."),
+    ("sku", {"alpha": "0"}, "parameter 'alpha' of method 'sku' must be > 0, got '0'."),
+    ("deepcut", {"beta": "0"}, "parameter 'beta' of method 'deepcut' must be > 0, got '0'."),
+    ("eco", {"sigma": "0"}, "parameter 'sigma' of method 'eco' must be > 0 (0 adds no noise; < 0 fits it on the dev "
+                            "split), got '0'."),
+    ("eco", {"threshold": "1.5"}, "parameter 'threshold' of method 'eco' must be at most 1 (a cosine; < 0 fits it on "
+                                  "the dev split), got '1.5'."),
+    ("eco", {"sigma": "2", "sigmas": "1,3"}, "parameter 'sigmas' of method 'eco' sets the dev search for sigma, and "
+                                             "sigma is given (2); drop one of them."),
+])
+def test_a_setting_that_would_do_nothing_or_be_ignored_is_one_line(method, sets, message):
+    """Before: each ran, a method that did nothing (SKU at λ 0, ECO's zero noise or a threshold no
+    cosine reaches, DeepCUT without its forgetting loss, SCRUB without max-steps), or ignored a
+    value (SCRUB's max-steps past its epochs, ECO's search beside a given sigma) under a new key."""
+    from r2f_bench.errors import UserError
+    from r2f_bench.plugins import registry
+
+    with pytest.raises(UserError) as info:
+        registry().method(method).parse_params(sets)
+    assert str(info.value) == message
+
+
+def test_scrub_refuses_a_request_without_retain_facts():
+    """Before: with --retain-items 0 SCRUB skipped its min-steps and ran its max-steps alone."""
+    from types import SimpleNamespace
+
+    from r2f_bench.errors import UserError
+    from r2f_bench.plugins import registry
+
+    scrub = registry().method("scrub")
+    assert scrub.dev_split_needed(scrub.parse_params()) is not None  # no dev split: refused before any model loads
+    with pytest.raises(UserError, match="SCRUB's min-steps keep the retain facts"):
+        scrub(scrub.parse_params()).unlearn(torch.nn.Linear(1, 1), SimpleNamespace(retain=[], views=[[]]), None)

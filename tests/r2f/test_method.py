@@ -142,6 +142,30 @@ def test_r2f_peak_memory_is_a_fraction_of_fullgrads(tiny, context, tmp_path):
     assert peaks["r2f"] < peaks["fullgrad"] - 0.5 * gradient_mb, (peaks, gradient_mb)
 
 
+def test_a_loaded_decoder_is_recorded_as_the_kind_it_is_and_fit_settings_beside_it_are_refused(tiny, context,
+                                                                                              tmp_path):
+    """Before: a projection decoder loaded with decoder_path was recorded as the default two_sided,
+    and decoder= or fit_examples= beside it were ignored under a new store key."""
+    from r2f_bench.errors import UserError
+    from r2f_bench.plugins import registry
+    from r2f_bench.r2f.decoder import GradientDecoder
+
+    path = tmp_path / "decoder.safetensors"
+    GradientDecoder(kind="projection", rank=8, roles={r: {"rho": 0.1, "alpha": 1.0} for r in
+                                                      ("attn_in", "attn_out", "mlp_in", "mlp_out")}).save(path)
+    r2f = registry().method("r2f")
+    method = r2f(r2f.parse_params({"decoder_path": str(path)}))
+    method.setup(tiny["model"], context)
+    target = tiny["bench"].targets[0]
+    _, info = method.gradient(tiny["model"], ForgetRequest(target=target.id, views=[target.request[:2]], retain=[]),
+                              context)
+    assert info["decoder"] == "projection"
+    for name, value in (("decoder", "learned"), ("fit_examples", "10")):
+        with pytest.raises(UserError, match=rf"^parameter '{name}' of method 'r2f' shapes the decoder R2F fits, and "
+                                            r"decoder_path loads a fitted one; drop one of them\.$"):
+            r2f.parse_params({"decoder_path": str(path), name: value})
+
+
 def test_fused_fullgrad_takes_fullgrads_step_without_its_buffer(tiny, context):
     """The LOMO-style fused update lands on FullGrad's weights (same loss, view and
     relative step), while never holding a gradient for more than one matrix."""
