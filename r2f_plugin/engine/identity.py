@@ -1,7 +1,7 @@
-"""What a run's model, proxy, paraphrase model, data and parameter files are, whatever path they
-were given by: a local file's or folder's content, not where it lies. Store keys, table settings and the caches built from a
-proxy read these, so the same GGUF file under two paths is one model, and a file replaced at
-one path is another."""
+"""What a run's model, proxy, paraphrase model, data and parameter files are, whatever path
+they were given by: a local file's or folder's content, not where it lies. Store keys, table
+settings and the caches built from a proxy read these, so the same GGUF file under two paths
+is one model, and a file replaced at one path is another."""
 
 from __future__ import annotations
 
