@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
 from typing import Sequence
 
 from ..engine.metrics import ANSWERED_NOTE
@@ -55,4 +56,18 @@ def build_tables(records: Sequence[Record], phases: bool = False, reference: str
         excluded = ", ".join(f"{m} {n}" for m, n in sorted(diverged.items()))
         for t in tables:
             t.note += f" Excluded: {sum(diverged.values())} diverged deletions (non-finite weights; {excluded})."
+    if mixed := pooled_revisions(records):
+        for t in tables:
+            t.note += f" Rows pooling records of several data revisions (other data, or the data changed): {mixed}."
     return tables
+
+
+def pooled_revisions(records: Sequence[Record]) -> str:
+    """Each row and task whose records come from more than one data revision, with how many
+    (a cell keeps its newest record, but a row's targets may stand on different data)."""
+    _, label = method_rows(records)
+    revisions = defaultdict(set)
+    for r in records:
+        revisions[(label(r), str(r.get("task")))].add(r.get("data_revision"))
+    return "; ".join(f"{lab} on {task} ({len(revs)})" for (lab, task), revs in sorted(revisions.items())
+                     if len(revs) > 1)

@@ -355,3 +355,14 @@ def test_time_tables_say_which_rows_ran_on_which_machine_when_they_mix_machines(
             assert ("more than one machine (EPYC (avx2): r2f; Xeon (avx2): fullgrad, r2f; not recorded: ga)" in note) == said
             assert ("machine" in note) == said, note
     assert "Machines: EPYC (avx2) (n=1); Xeon (avx2) (n=3); not recorded (n=1)" in to_markdown(tables["cost"])
+
+
+def test_a_row_standing_on_several_data_revisions_is_named_in_every_caption():
+    """Before: RWKU's bundled sample and the full data (other targets, so no cell replaced the
+    other) averaged into one row and only the provenance listed both revisions."""
+    sample = record("ga", "rwku", 0, "t1", 10.0, 90.0, 50.0, 0.9, 1.0)
+    full = {**record("ga", "rwku", 0, "t2", 30.0, 90.0, 50.0, 0.9, 1.0), "data_revision": "rwku-full"}
+    tables = build_tables([sample, full, record("r2f", "rwku", 0, "t1", 50.0, 90.0, 50.0, 0.9, 1.0)])
+    assert all("Rows pooling records of several data revisions (other data, or the data changed): ga on rwku (2)."
+               in t.note for t in tables)
+    assert not any("several data revisions" in t.note for t in build_tables([sample]))
