@@ -27,10 +27,10 @@ diverged or failed, or a record missing at one strength, stays in its curve as
 :data:`FAILURE` (USR 0, GUR 0: it forgot nothing and kept nothing, so it can never
 help its method); it is never dropped.
 
-**Uncertainty** (:mod:`r2f_bench.results.stats`): each bootstrap sample draws whole
-targets with replacement (all their seeds together), recomputes every method's mean
-curve and its summaries; the 95% percentile interval carries n units, targets and
-seeds. Every method is drawn with the same samples, so the difference of two methods'
+**Uncertainty** (:mod:`r2f_bench.results.stats`): each bootstrap sample draws the
+targets and, crossed with them, the run seeds (differently taught models) with replacement
+(:func:`~.stats.unit_weights`), recomputes every method's mean curve and its summaries;
+the 95% percentile interval carries n units, targets and seeds. Every method is drawn with the same samples, so the difference of two methods'
 summaries has a **paired** interval (:func:`paired`); :func:`tiers` groups methods
 that cannot be told apart.
 """
