@@ -3,6 +3,7 @@ world generated afresh from ``--world-seed`` (any seed must pass, not only the b
 
     python benchmarks/testbed.py                          # world seed 0, run seeds 0,1, 12 targets
     python benchmarks/testbed.py --world-seed 3 --seeds 0,1,2 --json
+    python benchmarks/testbed.py --curves testbed-curves   # run again after a cut: measured curves are read back
     python benchmarks/testbed.py --model SmolLM2-135M-Instruct.Q4_1.gguf --strengths 3e-6:3e-4:6 --eval-batch-size 256 \
         --teach-epochs 20 --teach-lr 1e-4      # a pretrained model on a schedule (an example: choose it with benchmarks/teach_schedule.py)
 
@@ -76,6 +77,10 @@ def main(argv: list[str] | None = None) -> int:
                              "teach_schedule.py; default: the run's, auto)")
     parser.add_argument("--eval-batch-size", type=int, default=32, help="requests per lm-eval batch (GPU: 256)")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--curves", type=Path, metavar="DIR",
+                        help="keep each measured curve in DIR and read back those already there, so a cut-off run "
+                             "resumes (keyed like the results store: model, world content, run seed, schedule, "
+                             "strengths, versions)")
     parser.add_argument("--json", action="store_true", help="print one JSON object alone on stdout (progress: stderr)")
     args = parser.parse_args(argv)
     seeds, lrs = parse_seeds(args.seeds), strengths(args.strengths)
@@ -90,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     say = lambda m: print(m, file=sys.stderr, flush=True)  # each curve as measured: a cut-off run keeps them
     with tempfile.TemporaryDirectory(prefix="r2f-world-") as tmp:
         world = write(WorldConfig(seed=args.world_seed), Path(tmp) / f"world-{args.world_seed}")
-        result = check_world(world, seeds, args.targets, METHOD, "rwku", lrs, progress=say,
+        result = check_world(world, seeds, args.targets, METHOD, "rwku", lrs, progress=say, curves=args.curves,
                              config={"model": args.model, "output": str(Path(tmp) / "out"), "threads": args.threads,
                                      "eval_batch_size": args.eval_batch_size, **schedule,
                                      "views": 1})  # gradient ascent reads no paraphrased views: none are made

@@ -45,7 +45,8 @@ if [[ $STAGE == all || $STAGE == check ]]; then
   : "${SCHEDULE:?no schedule: run the sweep first or set SCHEDULE=EPOCHSxLR}"
   for world in 0 1; do
     python "$HERE/testbed.py" --model "$MODEL" --world-seed "$world" --seeds 0,1 --teach-epochs "${SCHEDULE%x*}" \
-      --teach-lr "${SCHEDULE#*x}" --chat-template "$CHAT" --strengths 3e-6:3e-4:5 --eval-batch-size 512 --json \
+      --teach-lr "${SCHEDULE#*x}" --chat-template "$CHAT" --strengths 3e-6:3e-4:5 --eval-batch-size 512 \
+      --curves "$OUT/curves" --json \
       > "$OUT/testbed-world$world.json" 2> "$OUT/testbed-world$world.log" &
   done
   wait_all || echo "A1-A4 fail or a run failed: see $OUT/testbed-world*.log" >&2

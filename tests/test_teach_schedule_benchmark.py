@@ -137,7 +137,7 @@ def test_the_acceptance_checks_run_on_the_schedule_given(monkeypatch, capsys):
     run's default."""
     testbed, seen = script("testbed"), []
 
-    def check_world(world, seeds, targets, method, task, strengths, progress, config):
+    def check_world(world, seeds, targets, method, task, strengths, progress, config, curves):
         seen.append(config)
         return {"teach_seconds": [1.0]}
 

@@ -265,13 +265,24 @@ def _keyed(job: Job, runner: type[Run],
     """The job's run (nothing built yet), its configuration, what the key holds other than as
     written (:func:`~r2f_bench.engine.identity.identities`), data revision, versions, resolved
     parameters, and the store key of each of its targets."""
-    config = RunConfig(**job.fields)
-    run = runner(config, progress=say)
-    identity = run.config.to_dict()  # completed by the run (forget source, target ids): one key for the same work
-    named = identities(identity, _uses_proxy(config.method))
-    revision, versions, params = run.data_revision(), run.versions(), run.resolved_params()
-    return run, identity, named, revision, versions, params, [
-        job_key({**identity, **named}, t.id, revision, versions, params) for t in run.targets]
+    run = runner(RunConfig(**job.fields), progress=say)
+    return run, *run_identity(run), list(target_keys(run).values())
+
+
+def run_identity(run: Run) -> tuple[dict[str, Any], dict[str, Any], str, dict, dict]:
+    """What ``run``'s store keys are made of (nothing built): its configuration as completed by
+    the run (forget source, target ids: one key for the same work), what the key holds other
+    than as written (:func:`~r2f_bench.engine.identity.identities`), data revision, versions and
+    resolved parameters."""
+    identity = run.config.to_dict()
+    return (identity, identities(identity, _uses_proxy(run.config.method)), run.data_revision(), run.versions(),
+            run.resolved_params())
+
+
+def target_keys(run: Run) -> dict[str, str]:
+    """The store key of each of ``run``'s targets, by target id."""
+    identity, named, revision, versions, params = run_identity(run)
+    return {t.id: job_key({**identity, **named}, t.id, revision, versions, params) for t in run.targets}
 
 
 def set_up(jobs: Sequence[Job], runner: type[Run] | None = None,

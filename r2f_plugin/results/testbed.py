@@ -25,6 +25,7 @@ runs it on a freshly generated world; the tests on a small one).
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import random
 from dataclasses import dataclass
@@ -34,13 +35,16 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import torch
 
+from ..atomic import atomic_write_text, check_writable, set_aside
 from ..data import ForgetRequest, Probe, Target
+from ..jsontext import canonical_json
 from .frontier import best_usr
 from ..engine.metrics import usr
 from ..engine.config import RunConfig
 from ..engine.controls import other_target, random_step_like, step_seed
 from ..engine.record import answered, score
 from ..engine.run import Run
+from .sweep import target_keys
 
 CONTROL_SLACK = 5.0
 READ_FLOOR = 90.0  # controls are held to the diagonal where rankings are read (frontier floors 95 and 90)
@@ -48,6 +52,7 @@ MARGIN = 30.0
 NAME_MARGIN = 10.0  # points of USR the real request must add over the name control it breaks (names alone)
 BOOTSTRAP = 1000
 CONDITIONS = ("request", "other_request", "random_step")
+CURVE_COLUMNS = ("gur", "usr", "utility_lost", "name_control_lost")  # a curve point's values, in order
 
 
 @dataclass(frozen=True)
@@ -115,11 +120,55 @@ def never_taught_qa(world: Path) -> tuple[set[str], set[str]]:
     return taught, new
 
 
+class CurveStore:
+    """Measured curves kept in ``folder``, one file per target unit, condition and strengths, named
+    by a hash of the unit's store key (:func:`~.sweep.target_keys`: model, world content, run seed,
+    schedule, versions) with the rest, so a cut-off :func:`check_world` resumes. A file that does
+    not read back as a curve of the expected length is measured again, with a line saying so."""
+
+    def __init__(self, folder: Path, progress: Callable[[str], None]) -> None:
+        self.folder, self.progress = Path(folder), progress
+        check_writable(self.folder, "--curves")
+
+    @staticmethod
+    def key(unit_key: str, condition: str, strengths: Sequence[float]) -> str:
+        return hashlib.sha256(canonical_json([unit_key, condition, list(strengths)]).encode()).hexdigest()[:32]
+
+    def read(self, key: str, length: int) -> list[tuple[float, ...]] | None:
+        path = self.folder / f"{key}.json"
+        if not path.exists():
+            return None
+        try:
+            points = [tuple(float(x) for x in p) for p in json.loads(path.read_text())]
+            if len(points) != length or any(len(p) != len(CURVE_COLUMNS) for p in points):
+                raise ValueError(f"{len(points)} points where {length} of {len(CURVE_COLUMNS)} values were expected")
+            return points
+        except (ValueError, TypeError, OSError) as exc:  # a cut write, another shape: measured again
+            set_aside(path, str(exc), self.progress)
+            return None
+
+    def write(self, key: str, points: Sequence[tuple[float, ...]]) -> None:
+        atomic_write_text(self.folder / f"{key}.json", json.dumps([list(p) for p in points]))
+
+
+def unit_curve(run: Run, target: Target, points: Sequence[float], condition: str, key: str,
+               store: CurveStore | None) -> list[tuple[float, ...]]:
+    """:func:`target_curve`, read back from ``store`` where it holds it, else measured (and kept)."""
+    curve_key = CurveStore.key(key, condition, points)
+    if store is not None and (pts := store.read(curve_key, len(points) + 1)) is not None:
+        return pts
+    pts = target_curve(run, target, points, condition)
+    if store is not None:
+        store.write(curve_key, pts)
+    return pts
+
+
 def check_world(world: Path, seeds: Sequence[int], targets: int, method: str, task: str,
                 strengths: Sequence[float] | None = None, config: dict[str, Any] | None = None,
-                progress: Callable[[str], None] = lambda m: None) -> dict:
+                progress: Callable[[str], None] = lambda m: None, curves: Path | None = None) -> dict:
     """A1–A4 on ``world`` (the knowledge world of ``task``'s layout) for ``targets`` evaluation
-    targets and run ``seeds``, the curves by ``method``'s strength knob."""
+    targets and run ``seeds``, the curves by ``method``'s strength knob; with ``curves``, each curve
+    is kept there as measured and read back from there when it already is (:class:`CurveStore`)."""
     from ..engine.teaching import answered_share
     from ..training.encoding import as_asked
     from ..tasks.rwku.world import DIAGNOSTICS_FILE
@@ -131,7 +180,8 @@ def check_world(world: Path, seeds: Sequence[int], targets: int, method: str, ta
     a1: dict[str, list[float]] = {}
     a1_new: dict[str, list[float]] = {}
     a2: list[float] = []
-    curves: dict[str, dict[str, list]] = {c: {} for c in CONDITIONS}
+    measured: dict[str, dict[str, list]] = {c: {} for c in CONDITIONS}
+    store = CurveStore(curves, progress) if curves is not None else None
     teach_seconds: list[float] = []
     unreadable: list[int] = []  # run seeds whose untouched utility is below GUR's floor
     for seed in seeds:
@@ -156,11 +206,13 @@ def check_world(world: Path, seeds: Sequence[int], targets: int, method: str, ta
             progress(f"seed {seed}: the untouched model answers {utility:.1f}% of the utility set, below GUR's floor: "
                      f"GUR is n/a, so A3 and A4 cannot be read on this model and no curve is measured")
             continue
-        for target in run.targets:  # each unit whole, each curve said as measured: a cut-off run keeps them
+        keys = target_keys(run)
+        for target in run.targets:  # each unit whole, each curve said (and with a store, kept) as measured
             for condition in CONDITIONS:
-                curves[condition][f"{target.id}@{seed}"] = pts = target_curve(run, target, points, condition)
+                measured[condition][f"{target.id}@{seed}"] = pts = unit_curve(run, target, points, condition,
+                                                                              keys[target.id], store)
                 progress(f"curve {condition} {target.id}@{seed} {json.dumps(pts)}")
-    return {**summarise(a1, a1_new, a2, curves, teach_seconds, points), "gur_unreadable_seeds": unreadable}
+    return {**summarise(a1, a1_new, a2, measured, teach_seconds, points), "gur_unreadable_seeds": unreadable}
 
 
 def gur_usr(points: Sequence[tuple[float, ...]]) -> list[tuple[float, float]]:
@@ -209,7 +261,7 @@ def summarise(a1, a1_new, a2, curves, teach_seconds, strengths) -> dict:
         "a4_control_excess_whole_curve": {c: round(excess(c, -np.inf), 2) for c in CONDITIONS[1:]},
         "controls_usr_at_gur90": {c: interval(at_floor(c, 90)).to_json() for c in CONDITIONS[1:]},
         "curves": {c: [[round(x, 2) for x in pt] for pt in pts] for c, pts in mean_curves.items()},
-        "curve_columns": ["gur", "usr", "utility_lost", "name_control_lost"],
+        "curve_columns": list(CURVE_COLUMNS),
     }
 
 
