@@ -73,6 +73,7 @@ def contrastive_forget_loss(z_forget: torch.Tensor, z_retain: torch.Tensor, tau:
 
 class DeepCUT(Unlearner):
     name = "deepcut"
+    inputs = frozenset({"views", "retain"})
     description = "DeepCUT (He et al. 2025): retain cross-entropy plus a contrastive loss pushing the entity apart."
     Params = DeepCutParams
     strength = Strength("lr", 1e-4, 1e-2)

@@ -135,6 +135,7 @@ class Corruption:
 
 class ECO(Unlearner):
     name = "eco"
+    inputs = frozenset({"views"})  # its classifier's scope; it edits no layers and reads no retain items
     description = "ECO (Liu et al. 2024): flagged prompts get corrupted embeddings at inference; no weight changes."
     Params = EcoParams
     edits_weights = False

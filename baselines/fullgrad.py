@@ -53,6 +53,7 @@ class FullGrad(OneStepUnlearner):
 
 class FullGradMultiview(OneStepUnlearner):
     name = "fullgrad_multiview"
+    inputs = frozenset({"views", "target_modules"})
     description = "Exact multi-view gradient (R2F's reference): one step along the exact gradient of all of R2F's views."
     Params = tuned(StepParams, step=0.0144)  # R2F's step: the two differ only in the gradient
 
@@ -66,6 +67,7 @@ class FullGradFused(Unlearner):
     description = "FullGrad's step applied inside backward (LOMO-style fused update): no full gradient buffer."
     Params = FullGrad.Params
     strength = OneStepUnlearner.strength
+    inputs = OneStepUnlearner.inputs
 
     def unlearn(self, model, request, ctx):
         weights = linear_weights(model, target_modules(model, ctx.target_modules))

@@ -43,6 +43,7 @@ class GradAscentParams(BatchParams):
 
 class GradAscent(Unlearner):
     name = "grad_ascent"
+    inputs = frozenset()  # the request's facts as asked, as the method's papers run it
     description = "Gradient ascent (Jang et al. 2022): a few AdamW steps up the forget answers' loss."
     Params = GradAscentParams
     strength = Strength("lr", 1e-4, 1e-2)

@@ -91,6 +91,11 @@ class ForgetRetainUnlearner(Unlearner):
 
     Params = ForgetRetainParams
     strength = Strength("lr", 1e-4, 1e-2)
+    inputs = frozenset({"views", "retain"})
+
+    @classmethod
+    def reads(cls, params: ForgetRetainParams) -> frozenset[str]:
+        return cls.inputs if params.retain_weight else cls.inputs - {"retain"}  # λ = 0: no retain term
 
     @abstractmethod
     def forget_loss(self, model: torch.nn.Module, request: ForgetRequest, ctx: Context) -> ForgetLoss:

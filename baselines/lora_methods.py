@@ -58,6 +58,7 @@ class LoraSingle(OneStepUnlearner):
     description = "Single-view LoRA (R2F paper, App. B): one step in LoRA parameters from the request as asked."
     Params = tuned(LoraParams, step=0.0456)
     multi_view = False
+    inputs = frozenset({"target_modules"})
 
     def gradient(self, model, request, ctx):
         p = self.params
@@ -74,6 +75,7 @@ class LoraMulti(LoraSingle):
     description = "Multi-view LoRA (R2F paper, App. B): the same with LoRA gradients averaged over the views."
     Params = tuned(LoraParams, step=0.0386)
     multi_view = True
+    inputs = frozenset({"views", "target_modules"})
 
 
 @dataclass
@@ -89,6 +91,7 @@ class LoraFinetune(Unlearner):
     """A multi-step LoRA fine-tune on the unlearning loss of every view, merged at the end."""
 
     name = "lora_finetune"
+    inputs = frozenset({"views", "target_modules"})
     description = "LoRA fine-tune (R2F paper, App. D reading): AdamW on rank-8 adapters over all views, then merged."
     Params = LoraFinetuneParams
     strength = Strength("lr", 1e-4, 3e-2)

@@ -158,6 +158,7 @@ def frozen_weights(model: torch.nn.Module) -> Iterator[None]:
 
 class RMU(Unlearner):
     name = "rmu"
+    inputs = frozenset({"views", "retain"})
     description = "RMU (Li et al. 2024, WMDP): steer a middle layer's forget activations to a scaled random vector, keep retain ones."
     Params = RmuParams
     strength = Strength("steer", 1.0, 30.0)

@@ -82,6 +82,7 @@ def frozen_copy(model: torch.nn.Module) -> torch.nn.Module:
 
 class Scrub(Unlearner):
     name = "scrub"
+    inputs = frozenset({"views", "retain"})
     description = "SCRUB (Kurmanji et al. 2023): a student moves away from a frozen teacher on forget data, stays close on retain."
     Params = ScrubParams
     strength = Strength("lr", 5e-5, 5e-3)

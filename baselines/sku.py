@@ -55,7 +55,7 @@ from ..training.lora import lora_adapters, lora_layers
 from ..training.losses import answer_kl, answer_nll, batch_logits
 from ..training.one_step import all_views
 from ..training.optimise import BatchParams, adamw, optimise
-from ..unlearner import Edit, Strength, Unlearner, at_least, positive
+from ..unlearner import INPUTS, Edit, Strength, Unlearner, at_least, positive
 
 QV_MODULES = {"gpt2": ("c_attn",)}
 DEFAULT_QV = ("q_proj", "v_proj")
@@ -76,6 +76,7 @@ class SkuParams(BatchParams):
 
 class SKU(Unlearner):
     name = "sku"
+    inputs = INPUTS  # retain items for its KL term; its adapters' layers (default: query and value)
     description = "SKU (Liu et al. 2024): learn the forget knowledge into LoRA, then negate that task vector."
     Params = SkuParams
     strength = Strength("lam", 0.1, 10.0)

@@ -68,7 +68,7 @@ def schedules(spec: str) -> list[tuple[int, float]]:
 
 def taught(world: Path, model: str, epochs: int, lr: float, seed: int, args: argparse.Namespace, say) -> dict:
     """What ``model`` taught ``world`` on ``epochs`` passes at peak ``lr`` answers, and how long teaching took."""
-    run = Run(RunConfig(method=METHOD, task="rwku", data_dir=str(world), model=model, limit=1, views=1, seed=seed,
+    run = Run(RunConfig(method=METHOD, task="rwku", data_dir=str(world), model=model, limit=1, seed=seed,
                         teach_epochs=epochs, teach_lr=lr, teach_threads=args.teach_threads, threads=args.threads,
                         chat_template=args.chat_template, output=str(world.parent / "out")),
               progress=say)

@@ -97,8 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         world = write(WorldConfig(seed=args.world_seed), Path(tmp) / f"world-{args.world_seed}")
         result = check_world(world, seeds, args.targets, METHOD, "rwku", lrs, progress=say, curves=args.curves,
                              config={"model": args.model, "output": str(Path(tmp) / "out"), "threads": args.threads,
-                                     "eval_batch_size": args.eval_batch_size, **schedule,
-                                     "views": 1})  # gradient ascent reads no paraphrased views: none are made
+                                     "eval_batch_size": args.eval_batch_size, **schedule})
     result = {"world_seed": args.world_seed, "seeds": seeds, **schedule, **result, "passes": passes(result)}
     if args.json:
         print(json.dumps(result))

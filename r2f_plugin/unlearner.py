@@ -36,6 +36,11 @@ if TYPE_CHECKING:  # annotations only: the contract imports without torch
     import torch
 
 
+# what a method may read besides the request's facts and the model: the request's paraphrased
+# views (also :attr:`Context.make_views`), its retain items and :attr:`Context.target_modules`
+INPUTS = frozenset({"views", "retain", "target_modules"})
+
+
 @dataclass
 class NoParams:
     """A method without hyper-parameters."""
@@ -150,6 +155,8 @@ class Unlearner(ABC):
     strength: ClassVar[Strength | None] = None
     # whether the method needs ``Context.proxy`` (the run then builds the --proxy model)
     uses_proxy: ClassVar[bool] = False
+    # which of :data:`INPUTS` it reads (:meth:`reads`; a method whose settings change that overrides it)
+    inputs: ClassVar[frozenset[str]] = INPUTS
     # keys of the deletion's info (``Edit.info`` or :meth:`diagnostics`) that become result
     # columns of their own, beside the metrics every method gets
     result_columns: ClassVar[tuple[str, ...]] = ()
@@ -161,6 +168,15 @@ class Unlearner(ABC):
 
     def __init__(self, params: Any | None = None) -> None:
         self.params = params if params is not None else self.Params()
+
+    @classmethod
+    def reads(cls, params: Any) -> frozenset[str]:
+        """Which of :data:`INPUTS` the method reads with ``params``: ``views`` (the request's views
+        past the first, :func:`Context.make_views`), ``retain`` (the request's retain items) and
+        ``target_modules``. An option that sets one it does not read (--views and --paraphraser,
+        --retain-items, --target-modules) is refused by a run, left out by a sweep and held at its
+        default in a store key: the same work is stored once. Default: :attr:`inputs`."""
+        return cls.inputs
 
     @classmethod
     def dev_split_needed(cls, params: Any) -> str | None:

@@ -146,6 +146,20 @@ CASES = [
      lambda t, r: ["--views", "1", "--paraphraser", "templates"],
      "--paraphraser templates, but with --views 1 each fact is asked as it is and nothing is paraphrased; drop it, "
      "or pass --views 2 or more."),
+    ("views for a method that reads none (it ran, under another store key)",
+     lambda t, r: ["--method", "grad_ascent", "--views", "3"],
+     "--views 3: method 'grad_ascent' does not read the request's paraphrased views with these settings "
+     "(`r2f-bench methods` says what each reads); drop it."),
+    ("a paraphraser for a method that reads no views", lambda t, r: ["--method", "fullgrad", "--paraphraser", "templates"],
+     "--paraphraser templates: method 'fullgrad' does not read the request's paraphrased views with these settings "
+     "(`r2f-bench methods` says what each reads); drop it."),
+    ("retain items for plain NPO (no retain term)", lambda t, r: ["--method", "npo", "--retain-items", "8"],
+     "--retain-items 8: method 'npo' does not read the request's retain items with these settings "
+     "(`r2f-bench methods` says what each reads); drop it."),
+    ("layers for a method that edits none (ECO wraps the model)",
+     lambda t, r: ["--method", "eco", "--target-modules", "q_proj,v_proj"],
+     "--target-modules q_proj,v_proj: method 'eco' does not read the linear layers to adapt or step with these "
+     "settings (`r2f-bench methods` says what each reads); drop it."),
     ("no chat template for an embedded model (it ran as auto, under another store key)",
      lambda t, r: ["--chat-template", "off"],
      "--chat-template off, but the embedded models have no chat template; drop it, or pass --model with an "

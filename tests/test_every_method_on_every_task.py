@@ -118,3 +118,43 @@ def test_a_deletion_after_a_restore_repeats_the_first(method, settings, tmp_path
         finetune(edit.model, ctx.tokenizer, request.facts, epochs=1, max_steps=1)
         weights.to_start()
     torch.testing.assert_close(outputs[1], outputs[0], rtol=0, atol=0)
+
+
+class Noting:
+    """A method's Context that notes which inputs it reads: ``make_views`` (views) and
+    ``target_modules``; everything else passes through."""
+
+    def __init__(self, ctx, seen: set[str]) -> None:
+        self._ctx, self._seen = ctx, seen
+
+    def __getattr__(self, name: str):
+        if name in ("make_views", "target_modules"):
+            self._seen.add("views" if name == "make_views" else name)
+        return getattr(self._ctx, name)
+
+
+VARIANTS = [(m, {}) for m in METHODS if registry().method(m).__module__.startswith("r2f_bench")] + [
+    ("npo", {"retain_weight": "1"}), ("graddiff", {"retain_weight": "0"}), ("simnpo", {"retain_weight": "0"})]
+
+
+@pytest.mark.parametrize("method,params", VARIANTS, ids=[f"{m}{p}" for m, p in VARIANTS])
+def test_each_method_reads_exactly_the_inputs_it_declares(method, params, settings):
+    """What `reads` declares decides which options a run refuses and a store key holds; it must be
+    what the method reads, observed from outside in its setup and deletion: the request's views
+    past the first (the facts as asked are view 0) or the context's make_views, its retain items,
+    the context's target_modules."""
+    from r2f_bench.engine.budget import Watched
+
+    model, ctx, request = settings["rwku"]
+    cls = registry().method(method)
+    p = cls.parse_params(params)
+    seen: set[str] = set()
+    noting = Noting(ctx, seen)
+    views = [request.views[0], *map(Watched, request.views[1:])]
+    watched = ForgetRequest(target=request.target, views=views, retain=Watched(request.retain))
+    m = cls(p)
+    m.setup(model, noting)
+    m.unlearn(copy.deepcopy(model), watched, noting)
+    seen |= {"views"} if any(v.read for v in views[1:]) else set()
+    seen |= {"retain"} if watched.retain.read else set()
+    assert seen == set(cls.reads(p))

@@ -46,7 +46,7 @@ def test_each_schedule_is_taught_and_the_chosen_one_is_read_back(pretrained, tmp
 
     said: list[str] = []
     world = write(WorldConfig(seed=0), tmp_path / "world")
-    Run(RunConfig(method="grad_ascent", task="rwku", data_dir=str(world), model=str(pretrained), limit=1, views=1,
+    Run(RunConfig(method="grad_ascent", task="rwku", data_dir=str(world), model=str(pretrained), limit=1,
                   teach_epochs=2, teach_lr=3e-3, output=str(tmp_path / "out")), progress=said.append).prepare()
     assert any(m.startswith("model taught the knowledge world: loaded from cache") for m in said)
     assert not any(m.startswith("teaching the knowledge world") for m in said)

@@ -11,6 +11,7 @@ import sys
 import textwrap
 from typing import Any, Callable
 
+from ..engine.config import INPUT_FIELDS, OPTIONS, unread_fields
 from ..plugins import registry
 from .options import add_json_option
 
@@ -38,6 +39,8 @@ def cmd_list(kind: str) -> Callable[[argparse.Namespace], None]:
                    "description": describe(cls)}
             if kind == "method":
                 row["params"] = cls.describe_params()
+                unread = unread_fields(cls, cls.parse_params())
+                row["reads_options"] = [OPTIONS[f].flag for fs in INPUT_FIELDS.values() for f in fs if f not in unread]
             elif kind == "attack":
                 row["params"] = [{"name": f.name, "default": f.default, "help": f.metadata.get("help", "")}
                                  for f in dataclasses.fields(cls.Params)]
@@ -56,6 +59,10 @@ def cmd_list(kind: str) -> Callable[[argparse.Namespace], None]:
             print_wrapped(f"{row['name']:<{name_w}}{origin[id(row)]:<{origin_w}}", row["description"], width)
             for prm in row.get("params", []):
                 print_wrapped(f"{'':{name_w + 2}}{prm['name']}={prm['default']}  ", prm["help"], width)
+            if "reads_options" in row:
+                print_wrapped(f"{'':{name_w + 2}}reads (at these defaults): ",
+                              ", ".join(row["reads_options"]) or "none of --views, --paraphraser, --retain-items, "
+                                                                  "--target-modules", width)
             if "yaml_dir" in row:
                 print_wrapped(f"{'':{name_w + 2}}lm-eval: ",
                               f"--include_path {row['yaml_dir']} --tasks {','.join(row['lm_eval_tasks'])}", width)

@@ -20,7 +20,7 @@ from typing import Any, Callable, Literal
 
 from ..attack import canonical_attacks
 from ..errors import UserError
-from ..unlearner import parse_assignments
+from ..unlearner import INPUTS, Unlearner, parse_assignments
 
 SPLITS = ("eval", "dev")
 DTYPES = ("float32", "bfloat16", "float16")
@@ -194,6 +194,16 @@ def _options() -> dict[str, Option]:
 
 
 OPTIONS = _options()  # RunConfig field -> its command-line option, in field order
+# the RunConfig fields that set each input a method may read (:data:`r2f_bench.unlearner.INPUTS`)
+INPUT_FIELDS = {"views": ("views", "paraphraser"), "retain": ("retain_items",), "target_modules": ("target_modules",)}
+assert INPUT_FIELDS.keys() == INPUTS
+
+
+def unread_fields(method: type[Unlearner], params: Any) -> tuple[str, ...]:
+    """The RunConfig fields that set an input ``method`` does not read with ``params``
+    (:meth:`~r2f_bench.unlearner.Unlearner.reads`): a value of theirs changes nothing it does."""
+    reads = method.reads(params)
+    return tuple(f for name, names_ in INPUT_FIELDS.items() if name not in reads for f in names_)
 
 
 def check_bounds(config: RunConfig) -> None:

@@ -8,9 +8,9 @@ from __future__ import annotations
 import functools
 import hashlib
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
-from .config import RunConfig
+from .config import OPTIONS, RunConfig
 
 PREFIX = "sha256:"  # before the hash of a local model's bytes: its identity
 HF = "hf:"  # before a paraphrase model's name or path (--paraphraser)
@@ -58,13 +58,14 @@ def _digest(stamp: tuple[tuple[str, int, int, int], ...], folder: bool) -> str:
     return h.hexdigest()[:16]
 
 
-def identities(config: Mapping[str, Any], uses_proxy: bool) -> dict[str, Any]:
+def identities(config: Mapping[str, Any], uses_proxy: bool, unread: Sequence[str] = ()) -> dict[str, Any]:
     """The configuration fields that a store key and a table's setting hold other than as
     written, with what they hold: a local ``model`` or ``proxy`` by its :func:`content_id`, and
     a local paraphrase model (``hf:DIR``) likewise; a local ``data_dir`` as ``None`` (the data
-    revision, a hash of the files read, names its content); the proxy of a method that reads none
-    as the default's (it changes nothing)."""
-    out: dict[str, Any] = {}
+    revision, a hash of the files read, names its content); the proxy of a method that reads none,
+    and the ``unread`` fields (:func:`~.config.unread_fields`), as the default's (they change nothing)."""
+    out: dict[str, Any] = {field: OPTIONS[field].default for field in unread
+                           if config.get(field, OPTIONS[field].default) != OPTIONS[field].default}
     for field in ("model", "proxy"):
         spec = config.get(field)
         if field == "proxy" and not uses_proxy:
@@ -73,7 +74,7 @@ def identities(config: Mapping[str, Any], uses_proxy: bool) -> dict[str, Any]:
         elif isinstance(spec, str) and _is_local(spec):
             out[field] = content_id(spec)
     paraphraser = config.get("paraphraser")
-    if isinstance(paraphraser, str) and paraphraser.startswith(HF) and _is_local(paraphraser[len(HF):]):
+    if "paraphraser" not in unread and isinstance(paraphraser, str) and paraphraser.startswith(HF) and _is_local(paraphraser[len(HF):]):
         out["paraphraser"] = HF + content_id(paraphraser[len(HF):])
     data_dir = config.get("data_dir")
     if isinstance(data_dir, str) and data_dir and _is_local(data_dir):

@@ -22,7 +22,8 @@ from ..task import HELD_OUT, SEEN
 from ..unlearner import existing_file
 from . import protocol
 from . import world_teaching
-from .config import CONTROLS, OPTIONS, SPLITS, TEACH_EPOCHS, TEACH_LR, TEACH_THREADS, RunConfig, check_bounds
+from .config import (CONTROLS, INPUT_FIELDS, OPTIONS, SPLITS, TEACH_EPOCHS, TEACH_LR, TEACH_THREADS, RunConfig,
+                     check_bounds, unread_fields)
 from .embedded import DEFAULT_MODEL, DEFAULT_PROXY, EmbeddedSpec
 from .identity import content_id
 from .pretrained import check_model_path, decoder_layers, first_layers_of
@@ -48,11 +49,24 @@ def model_layers(spec: str) -> int | None:
     return EmbeddedSpec.parse(spec).layers if spec.startswith("embedded") else decoder_layers(spec)
 
 
-def unread_options(config: RunConfig, attacks: list[tuple[str, Attack]]) -> None:
-    """One line for an option this run would accept and never read, which would still change its
-    store key (the same work stored twice): the relearning budget without a relearning attack, a
-    paraphraser with nothing to paraphrase, a chat template setting for models that have none."""
+# what each input of :data:`~r2f_bench.unlearner.INPUTS` is, for the line refusing an option a method does not read
+INPUT_NAMES = {"views": "the request's paraphrased views", "retain": "the request's retain items",
+               "target_modules": "the linear layers to adapt or step"}
+
+
+def unread_options(config: RunConfig, attacks: list[tuple[str, Attack]], unread: tuple[str, ...] = ()) -> None:
+    """One line for an option this run would accept and never read (the same work stored twice
+    otherwise): the relearning budget without a relearning attack, a paraphraser with nothing to
+    paraphrase, a chat template setting for models that have none, and the ``unread`` fields, which
+    set an input the method does not read (:func:`~.config.unread_fields`)."""
     default = lambda name: OPTIONS[name].default
+    for name, fields in INPUT_FIELDS.items():
+        given = [f for f in fields if f in unread and getattr(config, f) != default(f)]
+        if given:
+            value = lambda f: ",".join(v) if isinstance(v := getattr(config, f), list) else v
+            shown = " and ".join(f"{OPTIONS[f].flag} {value(f)}" for f in given)
+            raise UserError(f"{shown}: method {config.method!r} does not read {INPUT_NAMES[name]} with these settings "
+                            f"(`r2f-bench methods` says what each reads); drop {'them' if len(given) > 1 else 'it'}.")
     if not any(a.relearns for _, a in attacks) and (config.rap_steps, config.rap_lr) != (
             default("rap_steps"), default("rap_lr")):
         raise UserError(f"--rap-steps and --rap-lr set the relearning attacks' budget, and --attacks {config.attacks} "
@@ -87,12 +101,13 @@ class Plan:
         self.task = reg.task(config.task)()
         self.params = self.method_cls.parse_params(config.params) if self.method_cls else None
         # an unknown attack, a bad value or an option the run would not read: one line, before the data loads
-        unread_options(config, parse_attacks(config.attacks))
+        check_bounds(config)
+        unread_options(config, parse_attacks(config.attacks),
+                       unread_fields(self.method_cls, self.params) if self.method_cls else ())
         if config.split not in SPLITS:
             raise UserError(f"unknown split {config.split!r}; use {' or '.join(SPLITS)}.")
         if config.control not in CONTROLS:  # argparse checks the CLI's; this, the Python API's
             raise UserError(f"unknown control {config.control!r}; use one of {', '.join(CONTROLS)}.")
-        check_bounds(config)
         check_paraphraser(config.paraphraser)
         reads_proxy = self.method_cls is not None and self.method_cls.uses_proxy
         cut = first_layers_of(config.proxy) if reads_proxy else None

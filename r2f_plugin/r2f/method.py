@@ -103,6 +103,7 @@ class R2F(OneStepUnlearner):
     description = "R2F (Liu et al., Recover-to-Forget): one step along a full gradient decoded from multi-view LoRA gradients."
     Params = tuned(R2FParams, step=0.0144)  # r2f-bench tune on the knowledge world's dev split (docs/tuning.md)
     uses_proxy = True  # the decoder is fitted on it
+    inputs = frozenset({"views", "target_modules"})  # the LoRA gradients of every view, and the layers adapted
     result_columns = (GRAD_COSINE.name,)  # decoded vs exact gradient, from diagnostics()
     ablations = ("rank", "views", "transfer")
 

@@ -23,7 +23,7 @@ from functools import partial
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
-from ..engine.config import FAMILIES, MAX_SEED, RunConfig, names
+from ..engine.config import FAMILIES, MAX_SEED, RunConfig, names, unread_fields
 from ..engine.distributed import process_state
 from ..engine.identity import identities
 from ..errors import UserError
@@ -119,7 +119,9 @@ def sweep_jobs(methods: Sequence[str], tasks: Sequence[str], seeds: Sequence[int
     ``params["rank"]``), ``views`` (1-8), or ``transfer`` (every target model ×
     every proxy; :data:`TRANSFER_TARGETS` × :data:`TRANSFER_PROXIES` unless
     models or proxies are given). A method that uses no proxy runs with the first proxy
-    only: the others would repeat its work under other keys.
+    only, and one that does not read an input (views, retain items, target modules:
+    :meth:`~r2f_bench.unlearner.Unlearner.reads`) without the options that set it: the others would
+    repeat its work under other keys.
     """
     params = dict(params or {})
     settings: list[dict[str, Any]]
@@ -147,6 +149,8 @@ def sweep_jobs(methods: Sequence[str], tasks: Sequence[str], seeds: Sequence[int
             if value is not None:
                 fields[name] = value
         fields.update(setting)
+        for name in _unread(method, fields["params"]):  # an input it does not read: once, at the default
+            fields.pop(name, None)
         job = Job(fields)
         jobs.setdefault(job.label, job)
     return list(jobs.values())
@@ -158,6 +162,16 @@ def _uses_proxy(method: str) -> bool:
         return plugin_registry().method(method).uses_proxy
     except UserError:
         return True
+
+
+def _unread(method: str, params: Mapping[str, str] | None) -> tuple[str, ...]:
+    """The run options ``method`` does not read with ``params`` (:func:`~r2f_bench.engine.config.unread_fields`;
+    a name not registered here, or parameters it refuses: none, and the run says why)."""
+    try:
+        cls = plugin_registry().method(method)
+        return unread_fields(cls, cls.parse_params(params))
+    except UserError:
+        return ()
 
 
 def check_params(jobs: Sequence[Job], registry: Any = None) -> None:
@@ -275,8 +289,9 @@ def run_identity(run: Run) -> tuple[dict[str, Any], dict[str, Any], str, dict, d
     than as written (:func:`~r2f_bench.engine.identity.identities`), data revision, versions and
     resolved parameters."""
     identity = run.config.to_dict()
-    return (identity, identities(identity, _uses_proxy(run.config.method)), run.data_revision(), run.versions(),
-            run.resolved_params())
+    method = run.config.method
+    return (identity, identities(identity, _uses_proxy(method), _unread(method, run.config.params)),
+            run.data_revision(), run.versions(), run.resolved_params())
 
 
 def target_keys(run: Run) -> dict[str, str]:

@@ -89,6 +89,7 @@ class OneStepUnlearner(Unlearner):
 
     Params = StepParams
     strength = Strength("step", 0.002, 0.2)
+    inputs = frozenset({"target_modules"})  # the step's layers; a subclass whose gradient reads the views adds them
 
     @abstractmethod
     def gradient(self, model: torch.nn.Module, request: ForgetRequest,

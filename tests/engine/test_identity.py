@@ -29,6 +29,23 @@ def test_the_fields_a_key_holds_otherwise():
     assert identities({**hub, "proxy": "embedded-proxy"}, uses_proxy=False) == {}
 
 
+def test_an_input_the_method_does_not_read_is_keyed_at_its_default():
+    """Gradient ascent at --views 3 is the work of gradient ascent at the default: one key, one row;
+    plain NPO reads no retain items, NPO with a retain term does."""
+    from r2f_bench.engine.config import unread_fields
+    from r2f_bench.plugins import registry
+
+    config = {"model": "org/model", "views": 3, "paraphraser": "hf:org/p", "retain_items": 8,
+              "target_modules": ["q_proj"]}
+    ga, npo = registry().method("grad_ascent"), registry().method("npo")
+    assert identities(config, False, unread_fields(ga, ga.parse_params())) == {
+        "proxy": "embedded-proxy", "views": 5, "paraphraser": "benchmark", "retain_items": 64, "target_modules": None}
+    assert identities(config, False, unread_fields(npo, npo.parse_params()))["retain_items"] == 64
+    assert "retain_items" not in identities(config, False, unread_fields(npo, npo.parse_params({"retain_weight": "1"})))
+    assert identities({**config, "views": 5, "paraphraser": "benchmark", "retain_items": 64, "target_modules": None},
+                      False, unread_fields(ga, ga.parse_params())) == {"proxy": "embedded-proxy"}
+
+
 def test_a_model_folder_is_every_file_in_it(tmp_path):
     """Weights, configuration, tokenizer and the chat template all make the model; renaming the folder does not."""
     folder = tmp_path / "model"

@@ -18,8 +18,8 @@ from r2f_bench.engine.run import Run
 from r2f_bench.tasks.rwku import SAMPLE_DIR
 
 # the string sample (five fictional people, taught verbatim): fast, and the mechanics are the same
-TINY = dict(model="embedded:mistral-h64-l2", proxy="embedded:mistral-h32-l2", views=3, data_dir=str(SAMPLE_DIR))
-TINY_ARGS = ["--model", TINY["model"], "--proxy", TINY["proxy"], "--views", "3", "--data-dir", TINY["data_dir"]]
+TINY = dict(model="embedded:mistral-h64-l2", proxy="embedded:mistral-h32-l2", data_dir=str(SAMPLE_DIR))
+TINY_ARGS = ["--model", TINY["model"], "--proxy", TINY["proxy"], "--data-dir", TINY["data_dir"]]
 
 
 def test_dev_split_and_requests_never_retain_the_targets_own_facts(tmp_path):

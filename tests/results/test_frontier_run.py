@@ -22,6 +22,17 @@ def test_a_frontiers_first_round_puts_the_shipped_defaults_then_the_weakest_stre
         without_cut(curves, [curves[1].shipped()[0].label])
 
 
+def test_a_frontier_gives_each_method_only_the_inputs_it_reads():
+    """--views and --retain-items apply to the methods that read them; gradient ascent's curve runs at
+    the defaults (before: its every job was refused, or stored apart from the same work)."""
+    settings = Settings(["r2f", "grad_ascent", "npo@retain_weight=1"], "rwku", [0],
+                        {"output": "o", "views": 3, "retain_items": 8}, 3, 0, None, False)
+    r2f, ga, npo = curves_of(settings, settings.methods)
+    assert (r2f.base["views"], r2f.base["retain_items"]) == (3, 64)
+    assert (ga.base["views"], ga.base["retain_items"]) == (5, 64)
+    assert (npo.base["views"], npo.base["retain_items"]) == (3, 8)
+
+
 def test_a_frontier_entry_can_give_its_knob_a_range_of_its_own():
     """A pretrained model's steps lie far below the demo model's declared range."""
     settings = Settings(["fullgrad@step=1e-4:1e-3", "fullgrad"], "rwku", [0], {"output": "o"}, 3, 0, None, False)

@@ -5,6 +5,7 @@ import fake_runner
 import pytest
 
 from r2f_bench.cli import main
+from r2f_bench.engine.config import RunConfig
 from r2f_bench.errors import UserError
 from r2f_bench.results.store import Store, record_key
 from r2f_bench.results.sweep import (RANKS, TRANSFER_PROXIES, TRANSFER_TARGETS, VIEWS, execute, expand,
@@ -70,6 +71,22 @@ def test_a_method_without_a_proxy_runs_once_whatever_the_proxies():
     """Before: fullgrad ran once per --proxy, the same work under two store keys."""
     jobs = sweep_jobs(["r2f", "fullgrad"], ["rwku"], [0], proxies=["a", "b"])
     assert [(j.fields["method"], j.fields["proxy"]) for j in jobs] == [("r2f", "a"), ("fullgrad", "a"), ("r2f", "b")]
+
+
+def test_a_method_runs_once_whatever_the_inputs_it_does_not_read():
+    """Before: the views ablation ran gradient ascent eight times (it reads no views), and --retain-items
+    ran plain NPO under another key; each is now one job at the defaults, and a method that reads the
+    input still gets every value."""
+    jobs = sweep_jobs(["r2f", "grad_ascent"], ["rwku"], [0], ablation="views")
+    assert [j.fields.get("views") for j in jobs if j.fields["method"] == "r2f"] == list(VIEWS)
+    assert [j.fields for j in jobs if j.fields["method"] == "grad_ascent"] == [
+        {"method": "grad_ascent", "task": "rwku", "seed": 0, "output": RunConfig.output, "params": {}}]
+    jobs = sweep_jobs(["npo", "scrub"], ["rwku"], [0], retain_items=8, paraphraser="templates",
+                      target_modules=["q_proj"])
+    assert {j.fields["method"]: sorted(set(j.fields) & {"retain_items", "paraphraser", "target_modules"})
+            for j in jobs} == {"npo": ["paraphraser"], "scrub": ["paraphraser", "retain_items"]}
+    npo_rt = sweep_jobs(["npo"], ["rwku"], [0], params={"retain_weight": "1"}, retain_items=8)
+    assert npo_rt[0].fields["retain_items"] == 8
 
 
 def test_shards_partition_the_plan():

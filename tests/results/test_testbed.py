@@ -19,7 +19,7 @@ CURVE = [(100.0, 0.0, 0.0, 0.0), (97.5, 40.0, 2.5, 5.0), (80.0, 90.0, 20.0, 30.0
 
 def keys(world, seed: int = 0, **fields) -> dict[str, str]:
     return target_keys(Run(RunConfig(method="grad_ascent", task="rwku", data_dir=str(world), limit=3, dev_targets=2,
-                                     seed=seed, views=1, **fields), progress=lambda m: None))
+                                     seed=seed, **fields), progress=lambda m: None))
 
 
 def test_a_curve_is_keyed_by_the_world_content_and_the_run_not_where_the_world_lies(tmp_path):

@@ -9,8 +9,7 @@ from r2f_bench.engine.config import RunConfig
 from r2f_bench.results.tune import choose, grid_points, plan_searches, strengths
 from r2f_bench.tasks.rwku import SAMPLE_DIR
 
-TINY_ARGS = ["--model", "embedded:mistral-h64-l2", "--proxy", "embedded:mistral-h32-l2", "--views", "3",
-             "--data-dir", str(SAMPLE_DIR)]
+TINY_ARGS = ["--model", "embedded:mistral-h64-l2", "--proxy", "embedded:mistral-h32-l2", "--data-dir", str(SAMPLE_DIR)]
 
 
 def test_tune_rule_and_command(tmp_path, capsys):
