@@ -39,7 +39,8 @@ def setting(record: Record) -> dict[str, Any]:
     schedule is another model (``teaching``). The other options a key holds that change what a
     record measures (:data:`RUN_FIELDS`: precision, prompt format, which layers are adapted, the
     dev split, sequential deletions, the attacks) are read with their defaults filled in, so a
-    record made before an option existed stands with those left at it.
+    record made before an option existed stands with those left at it. Records that depend on the
+    run's other targets carry them (:func:`sequence`).
     """
     config, models = keyed_config(record), record.get("models", {})
     params = record.get("params") or config.get("params") or {}
@@ -47,7 +48,19 @@ def setting(record: Record) -> dict[str, Any]:
             "target": config.get("model", models.get("target")), "proxy": config.get("proxy", models.get("proxy")),
             "request": record.get("request_source"), "retain_items": config.get("retain_items"),
             "paraphraser": config.get("paraphraser"), "control": config.get("control", "none"),
-            "teaching": teaching(config), **{f: config.get(f, OPTIONS[f].default) for f in RUN_FIELDS}}
+            "teaching": teaching(config), "sequence": sequence(config),
+            **{f: config.get(f, OPTIONS[f].default) for f in RUN_FIELDS}}
+
+
+def sequence(config: Mapping[str, Any]) -> str | None:
+    """The evaluation targets of a run whose records depend on one another, in order: deleted one
+    after another (``sequential``), or each scored after the next one's request (``control``
+    ``other_request``); by id where given, else ``first N`` (``limit``) or ``all``. ``None`` for any
+    other run, whose records each stand alone (which targets it ran is then only which cells)."""
+    if not config.get("sequential") and config.get("control", "none") != "other_request":
+        return None
+    targets, limit = config.get("targets"), config.get("limit")
+    return ",".join(map(str, targets)) if targets else f"first {limit}" if limit is not None else "all"
 
 
 def teaching(config: Mapping[str, Any]) -> str | None:
@@ -71,7 +84,7 @@ def model_name(record: Record, role: str) -> str:
 
 
 SETTING_FIELDS = ("params", "views", "target", "proxy", "request", "retain_items", "paraphraser", "control",
-                  "teaching", *RUN_FIELDS)
+                  "teaching", "sequence", *RUN_FIELDS)
 
 
 def row_name(record: Record) -> str:
@@ -89,8 +102,8 @@ def varying(records: Sequence[Record], fields: Sequence[str] = SETTING_FIELDS) -
         if f == "params":
             names = sorted({k for r in records for k in setting(r)["params"]})
             out += [f"params.{k}" for k in names if differs(setting(r)["params"].get(k) for r in records)]
-        elif differs(setting(r)[f] for r in records):
-            out.append(f)
+        elif differs(v for r in records if (v := setting(r)[f]) is not None or f != "sequence"):
+            out.append(f)  # a sequence is named only where two differ (sequential and control say the rest)
     return out
 
 

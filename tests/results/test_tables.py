@@ -195,7 +195,23 @@ def test_runs_differing_in_any_option_their_key_holds_get_separate_rows(option, 
     t1 = {t.name: t for t in build_tables(kept)}["table1"]
     assert sorted((c[0].mean, c[0].n) for _, c in t1.rows) == [(10.0, 2), (30.0, 2)]
     shown = ",".join(value) if isinstance(value, list) else value
-    assert row(t1, f"ga [{option}={shown}]")["rwku.usr"].mean == 30.0
+    label = f"ga [{option}={shown}]"
+    assert row(t1, label)["rwku.usr"].mean == 30.0
+
+
+@pytest.mark.parametrize("mode", [{"sequential": True}, {"control": "other_request"}])
+def test_runs_whose_records_depend_on_other_targets_are_told_apart_by_them(mode):
+    """Before: a target's record from sequential deletions after two other targets and one after a
+    single other one (or scored after another target's request under other_request) shared a cell,
+    and the older was set aside as a duplicate."""
+    runs = lambda usr, targets: [{**(r := record("ga", "rwku", s, "t1", usr, 90.0, 50.0, 0.9, 1.0)),
+                                  "config": {**r["config"], **mode, "targets": targets, "limit": None},
+                                  "stored_at": float(usr)} for s in (0, 1)]
+    kept, aside = newest_per_cell(runs(10.0, ["t0", "t1"]) + runs(30.0, ["t2", "t3", "t1"]) + runs(50.0, ["t0", "t1"]))
+    assert len(kept) == 4 and sum(aside.values()) == 2  # the repeat of the same sequence is the one set aside
+    t1 = {t.name: t for t in build_tables(kept)}["table1"]
+    name = "ga" if "sequential" in mode else "ga (control: other_request)"
+    assert sorted(label for label, _ in t1.rows) == [f"{name} [sequence=t0,t1]", f"{name} [sequence=t2,t3,t1]"]
 
 
 def test_every_run_option_is_a_setting_the_cell_or_where_it_ran():
