@@ -56,7 +56,8 @@ def own_control_pairs(records: Sequence[Record], kind: str) -> list[tuple[str, s
         raise UserError(f"--baseline {OWN_CONTROL}{kind}: no such control; choose "
                         f"{', '.join(OWN_CONTROL + c for c in CONTROLS if c != 'none')}.")
     _, label = method_rows(records)
-    key = lambda r: canonical_json({**setting(r), "control": None, "method": r.get("method")})  # the setting it stands beside
+    key = lambda r: canonical_json({**setting(r), "control": None, "sequence": None,  # the setting it stands beside
+                                    "method": r.get("method")})
     controls = {key(r): label(r) for r in records if setting(r)["control"] == kind}
     pairs = dict.fromkeys((label(r), controls[key(r)]) for r in records
                           if setting(r)["control"] == "none" and key(r) in controls)

@@ -16,7 +16,7 @@ from r2f_bench.errors import UserError
 from r2f_bench.tasks.rwku import SAMPLE_DIR
 
 
-def plan(tmp_path, method: str = "fullgrad", **kw) -> Plan:
+def plan(tmp_path, method: str = "scrub", **kw) -> Plan:  # it reads views and retain items, no proxy
     return Plan(RunConfig(**{"method": method, "task": "rwku", "data_dir": str(SAMPLE_DIR), "limit": 1, "views": 3,
                              "seed": 7, "output": str(tmp_path), **kw}), progress=lambda m: None)
 
@@ -55,7 +55,7 @@ def test_specs_and_labels():
 def test_built_states_its_knowledge_and_the_views_of_the_run(tmp_path, stand_in):
     p = plan(tmp_path)
     built = build.build_models(build.BuildInputs.of(p), torch.device("cpu"))
-    assert stand_in == ["embedded"] and built.proxy is None  # fullgrad uses no proxy: none is built or named
+    assert stand_in == ["embedded"] and built.proxy is None  # scrub uses no proxy: none is built or named
     assert built.knowledge == {"embedded": True, "taught": True, "taught_strings": True, "never_taught_answered": 40.0}
     facts = p.targets[0].request[:2]
     assert built.views(facts)[0] == facts and stand_in[-1] == "3 views, seed 7"

@@ -175,9 +175,9 @@ def test_dev_and_evaluation_requests_carry_the_same_retain_data(tmp_path):
         for t in r.targets:
             assert all(p.target != t.id for p in r.scope.retain_for(t))
     # the retain sample is a replicate's: another seed draws another one
-    other = Run(RunConfig(method="fullgrad", task="rwku", dev_targets=2, retain_items=2, seed=1, output=str(tmp_path)),
+    other = Run(RunConfig(method="scrub", task="rwku", dev_targets=2, retain_items=2, seed=1, output=str(tmp_path)),
                 progress=lambda m: None)
-    again = Run(RunConfig(method="fullgrad", task="rwku", dev_targets=2, retain_items=2, seed=0, output=str(tmp_path)),
+    again = Run(RunConfig(method="scrub", task="rwku", dev_targets=2, retain_items=2, seed=0, output=str(tmp_path)),
                 progress=lambda m: None)
     t = other.targets[0]
     assert [p.prompt for p in other.scope.retain_for(t)] != [p.prompt for p in again.scope.retain_for(t)]
