@@ -86,6 +86,10 @@ def test_listings_json(capsys):
     methods = {m["name"]: m for m in json.loads(capsys.readouterr().out)}
     assert {"r2f", "fullgrad"} <= set(methods)
     assert any(p["name"] == "rank" for p in methods["r2f"]["params"])
+    # the options that set what a method reads (a run refuses the others)
+    assert methods["r2f"]["reads_options"] == ["--views", "--paraphraser", "--target-modules"]
+    assert methods["grad_ascent"]["reads_options"] == [] and methods["scrub"]["reads_options"] == [
+        "--views", "--paraphraser", "--retain-items"]
     assert main(["tasks", "--json"]) == 0
     tasks = {t["name"]: t for t in json.loads(capsys.readouterr().out)}
     assert "rwku_forget_fb" in tasks["rwku"]["lm_eval_tasks"]
