@@ -147,10 +147,11 @@ CASES = [
      "--paraphraser templates, but with --views 1 each fact is asked as it is and nothing is paraphrased; drop it, "
      "or pass --views 2 or more."),
     ("views for a method that reads none (it ran, under another store key)",
-     lambda t, r: ["--method", "grad_ascent", "--views", "3"],
+     lambda t, r: ["--method", "grad_ascent", "--views", "3", "--attacks", "none"],
      "--views 3: method 'grad_ascent' does not read the request's paraphrased views with these settings "
      "(`r2f-bench methods` says what each reads); drop it."),
-    ("a paraphraser for a method that reads no views", lambda t, r: ["--method", "fullgrad", "--paraphraser", "templates"],
+    ("a paraphraser for a method that reads no views", lambda t, r: ["--method", "fullgrad", "--paraphraser",
+                                                                       "templates", "--attacks", "quantize:int8"],
      "--paraphraser templates: method 'fullgrad' does not read the request's paraphrased views with these settings "
      "(`r2f-bench methods` says what each reads); drop it."),
     ("retain items for plain NPO (no retain term)", lambda t, r: ["--method", "npo", "--retain-items", "8"],

@@ -5,11 +5,20 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ..engine.config import RunConfig, for_method
 from ..errors import UserError
+from ..plugins import registry
 from ..results.sweep import comma_list, parse_seeds
 from ..results.tune import DEFAULT_MIN_GUR, check_min_gur, parse_grid, plan_searches, run_search
 from .options import (add_json_option, add_methods_option, add_run_options, add_seeds_option, add_task_option,
-                      json_command, run_config, say)
+                      json_command, run_values, say)
+
+
+def base_of(args: argparse.Namespace, method: str) -> RunConfig:
+    """``method``'s run configuration in a search of several: without the options that set an input
+    it does not read (:func:`~r2f_bench.engine.config.for_method`), which its run would refuse."""
+    cls, values = registry().method(method), run_values(args)
+    return RunConfig(method=method, task=args.task, **for_method(values, cls, cls.parse_params(values.get("params"))))
 
 
 def search(args: argparse.Namespace) -> list[dict[str, Any]]:
@@ -18,7 +27,7 @@ def search(args: argparse.Namespace) -> list[dict[str, Any]]:
         if getattr(args, option) < 0:
             raise UserError(f"--{option}: {getattr(args, option)} is below 0 (0 adds no strengths).")
     check_min_gur(args.min_gur)
-    searches = plan_searches(comma_list(args.methods), lambda method: run_config(args, method, args.task),
+    searches = plan_searches(comma_list(args.methods), lambda method: base_of(args, method),
                              parse_grid(args.grid) if args.grid else None, args.points, args.extend)
     results, progress = [], say(args, once=True)
     for s in searches:

@@ -199,11 +199,24 @@ INPUT_FIELDS = {"views": ("views", "paraphraser"), "retain": ("retain_items",), 
 assert INPUT_FIELDS.keys() == INPUTS
 
 
-def unread_fields(method: type[Unlearner], params: Any) -> tuple[str, ...]:
+def unread_fields(method: type[Unlearner], params: Any, attacks: str | None = None) -> tuple[str, ...]:
     """The RunConfig fields that set an input ``method`` does not read with ``params``
-    (:meth:`~r2f_bench.unlearner.Unlearner.reads`): a value of theirs changes nothing it does."""
-    reads = method.reads(params)
+    (:meth:`~r2f_bench.unlearner.Unlearner.reads`) and the run does not read either: a value of
+    theirs changes nothing its records hold. A relearning attack among ``attacks`` (default: the
+    run's) relearns on the request's views past the first, so with one the views are read."""
+    from ..attack import parse_attacks  # the attacks' registry, loaded when asked
+
+    reads = set(method.reads(params))
+    if any(a.relearns for _, a in parse_attacks(attacks or OPTIONS["attacks"].default)):
+        reads.add("views")
     return tuple(f for name, names_ in INPUT_FIELDS.items() if name not in reads for f in names_)
+
+
+def for_method(values: dict[str, Any], method: type[Unlearner], params: Any) -> dict[str, Any]:
+    """``values`` (RunConfig fields) less those :func:`unread_fields` names: what a sweep, frontier
+    or search of several methods gives this one, so the same work is run and stored once."""
+    unread = unread_fields(method, params, values.get("attacks"))
+    return {k: v for k, v in values.items() if k not in unread}
 
 
 def check_bounds(config: RunConfig) -> None:

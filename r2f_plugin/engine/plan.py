@@ -103,7 +103,7 @@ class Plan:
         # an unknown attack, a bad value or an option the run would not read: one line, before the data loads
         check_bounds(config)
         unread_options(config, parse_attacks(config.attacks),
-                       unread_fields(self.method_cls, self.params) if self.method_cls else ())
+                       unread_fields(self.method_cls, self.params, config.attacks) if self.method_cls else ())
         if config.split not in SPLITS:
             raise UserError(f"unknown split {config.split!r}; use {' or '.join(SPLITS)}.")
         if config.control not in CONTROLS:  # argparse checks the CLI's; this, the Python API's

@@ -102,8 +102,15 @@ def varying(records: Sequence[Record], fields: Sequence[str] = SETTING_FIELDS) -
         if f == "params":
             names = sorted({k for r in records for k in setting(r)["params"]})
             out += [f"params.{k}" for k in names if differs(setting(r)["params"].get(k) for r in records)]
-        elif differs(v for r in records if (v := setting(r)[f]) is not None or f != "sequence"):
-            out.append(f)  # a sequence is named only where two differ (sequential and control say the rest)
+        elif f == "sequence":  # named only where two of one task differ (sequential and control say the rest)
+            by_task: dict[Any, set[str]] = {}
+            for r in records:
+                if (v := setting(r)[f]) is not None:
+                    by_task.setdefault(r.get("task"), set()).add(canonical_json(v))
+            if any(len(values) > 1 for values in by_task.values()):
+                out.append(f)
+        elif differs(setting(r)[f] for r in records):
+            out.append(f)
     return out
 
 

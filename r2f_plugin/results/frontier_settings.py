@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..attack import parse_attacks
-from ..engine.config import OPTIONS, RunConfig, unread_fields
+from ..engine.config import OPTIONS, RunConfig, for_method
 from ..errors import UserError
 from ..plugins import registry
 from ..unlearner import Strength, method_variant
@@ -77,9 +77,8 @@ def curves_of(settings: Settings, entries: list[str]) -> list[Curve]:
         strength = cls.strength
         if ":" in overrides.get(strength.param, ""):  # name@knob=low:high: the curve's own range
             strength = strength_range(entry, strength.param, overrides.pop(strength.param))
-        unread = unread_fields(cls, cls.parse_params(overrides))  # an input it does not read: at the default
-        base = RunConfig(method=method, task=settings.task,
-                         **{k: v for k, v in settings.run.items() if k not in unread}).to_dict()
+        params = cls.parse_params({**(settings.run.get("params") or {}), **overrides})
+        base = RunConfig(method=method, task=settings.task, **for_method(settings.run, cls, params)).to_dict()
         base["params"] = {**base["params"], **overrides}
         curve = Curve(entry, strength.param, base, settings.seeds, strength.points(settings.points))
         for strength in curve.strengths:

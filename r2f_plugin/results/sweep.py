@@ -149,7 +149,7 @@ def sweep_jobs(methods: Sequence[str], tasks: Sequence[str], seeds: Sequence[int
             if value is not None:
                 fields[name] = value
         fields.update(setting)
-        for name in _unread(method, fields["params"]):  # an input it does not read: once, at the default
+        for name in _unread(method, fields["params"], fields.get("attacks")):  # not read: once, at the default
             fields.pop(name, None)
         job = Job(fields)
         jobs.setdefault(job.label, job)
@@ -164,12 +164,13 @@ def _uses_proxy(method: str) -> bool:
         return True
 
 
-def _unread(method: str, params: Mapping[str, str] | None) -> tuple[str, ...]:
-    """The run options ``method`` does not read with ``params`` (:func:`~r2f_bench.engine.config.unread_fields`;
-    a name not registered here, or parameters it refuses: none, and the run says why)."""
+def _unread(method: str, params: Mapping[str, str] | None, attacks: str | None) -> tuple[str, ...]:
+    """The run options ``method`` does not read with ``params`` under ``attacks``
+    (:func:`~r2f_bench.engine.config.unread_fields`; a name not registered here, or parameters or
+    attacks it refuses: none, and the run says why)."""
     try:
         cls = plugin_registry().method(method)
-        return unread_fields(cls, cls.parse_params(params))
+        return unread_fields(cls, cls.parse_params(params), attacks)
     except UserError:
         return ()
 
@@ -290,7 +291,7 @@ def run_identity(run: Run) -> tuple[dict[str, Any], dict[str, Any], str, dict, d
     resolved parameters."""
     identity = run.config.to_dict()
     method = run.config.method
-    return (identity, identities(identity, _uses_proxy(method), _unread(method, run.config.params)),
+    return (identity, identities(identity, _uses_proxy(method), _unread(method, run.config.params, run.config.attacks)),
             run.data_revision(), run.versions(), run.resolved_params())
 
 

@@ -88,7 +88,8 @@ def test_listings_json(capsys):
     assert any(p["name"] == "rank" for p in methods["r2f"]["params"])
     # the options that set what a method reads (a run refuses the others)
     assert methods["r2f"]["reads_options"] == ["--views", "--paraphraser", "--target-modules"]
-    assert methods["grad_ascent"]["reads_options"] == [] and methods["scrub"]["reads_options"] == [
+    # the default relearning attack relearns on the views: every method's record reads them
+    assert methods["grad_ascent"]["reads_options"] == ["--views", "--paraphraser"] and methods["scrub"]["reads_options"] == [
         "--views", "--paraphraser", "--retain-items"]
     assert main(["tasks", "--json"]) == 0
     tasks = {t["name"]: t for t in json.loads(capsys.readouterr().out)}

@@ -26,11 +26,14 @@ def test_a_frontier_gives_each_method_only_the_inputs_it_reads():
     """--views and --retain-items apply to the methods that read them; gradient ascent's curve runs at
     the defaults (before: its every job was refused, or stored apart from the same work)."""
     settings = Settings(["r2f", "grad_ascent", "npo@retain_weight=1"], "rwku", [0],
-                        {"output": "o", "views": 3, "retain_items": 8}, 3, 0, None, False)
+                        {"output": "o", "views": 3, "retain_items": 8, "attacks": "none"}, 3, 0, None, False)
     r2f, ga, npo = curves_of(settings, settings.methods)
     assert (r2f.base["views"], r2f.base["retain_items"]) == (3, 64)
     assert (ga.base["views"], ga.base["retain_items"]) == (5, 64)
     assert (npo.base["views"], npo.base["retain_items"]) == (3, 8)
+    both = Settings(["simnpo", "graddiff"], "rwku", [0], {"output": "o", "retain_items": 8,
+                                                           "params": {"retain_weight": "0"}}, 3, 0, None, False)
+    assert [c.base["retain_items"] for c in curves_of(both, both.methods)] == [64, 64]  # --set decides too
 
 
 def test_a_frontier_entry_can_give_its_knob_a_range_of_its_own():

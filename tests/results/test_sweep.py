@@ -77,10 +77,12 @@ def test_a_method_runs_once_whatever_the_inputs_it_does_not_read():
     """Before: the views ablation ran gradient ascent eight times (it reads no views), and --retain-items
     ran plain NPO under another key; each is now one job at the defaults, and a method that reads the
     input still gets every value."""
-    jobs = sweep_jobs(["r2f", "grad_ascent"], ["rwku"], [0], ablation="views")
+    jobs = sweep_jobs(["r2f", "grad_ascent"], ["rwku"], [0], ablation="views", attacks="none")
     assert [j.fields.get("views") for j in jobs if j.fields["method"] == "r2f"] == list(VIEWS)
     assert [j.fields for j in jobs if j.fields["method"] == "grad_ascent"] == [
-        {"method": "grad_ascent", "task": "rwku", "seed": 0, "output": RunConfig.output, "params": {}}]
+        {"method": "grad_ascent", "task": "rwku", "seed": 0, "output": RunConfig.output, "params": {}, "attacks": "none"}]
+    # under the relearning attack (the default) every method's record reads the views: RAP relearns on them
+    assert len(sweep_jobs(["grad_ascent"], ["rwku"], [0], ablation="views")) == len(VIEWS)
     jobs = sweep_jobs(["npo", "scrub"], ["rwku"], [0], retain_items=8, paraphraser="templates",
                       target_modules=["q_proj"])
     assert {j.fields["method"]: sorted(set(j.fields) & {"retain_items", "paraphraser", "target_modules"})
